@@ -1,0 +1,27 @@
+"""智能体循环教学笔记本的共享辅助库。
+
+这里只做再导出。每个模块的文档字符串说明它放的是什么、由哪一本笔记本讲过。
+"""
+
+from .bash import BASH_TOOL, run_bash
+from .fake import FakeClient, check_request, text_reply, tool_call, tool_reply
+from .view import MessagesView, messages_frame, show_messages
+from .switch import ModelSwitch, client_from_env, model_switch
+from .server import start_server
+
+__all__ = [
+    "BASH_TOOL",
+    "run_bash",
+    "FakeClient",
+    "check_request",
+    "text_reply",
+    "tool_call",
+    "tool_reply",
+    "MessagesView",
+    "messages_frame",
+    "show_messages",
+    "ModelSwitch",
+    "client_from_env",
+    "model_switch",
+    "start_server",
+]
