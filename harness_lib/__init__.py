@@ -8,6 +8,18 @@ from .fake import FakeClient, check_request, text_reply, tool_call, tool_reply
 from .view import MessagesView, messages_frame, show_messages
 from .switch import ModelSwitch, client_from_env, model_switch
 from .server import start_server
+from .loop import (
+    HANDLERS,
+    SYSTEM,
+    TOOLS,
+    ToolDenied,
+    ToolInputError,
+    agent_loop,
+    bash_handler,
+    check_transcript,
+    execute_tool_call,
+    parse_arguments,
+)
 
 __all__ = [
     "BASH_TOOL",
@@ -24,4 +36,14 @@ __all__ = [
     "client_from_env",
     "model_switch",
     "start_server",
+    "HANDLERS",
+    "SYSTEM",
+    "TOOLS",
+    "ToolDenied",
+    "ToolInputError",
+    "agent_loop",
+    "bash_handler",
+    "check_transcript",
+    "execute_tool_call",
+    "parse_arguments",
 ]

@@ -1,0 +1,88 @@
+"""笔记本卫生：提交时干净、结构统一、面向学习者的文字是简体中文。"""
+
+import ast
+import json
+import re
+
+import pytest
+
+from conftest import ROOT, notebook_paths
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+NOTEBOOKS = notebook_paths()
+
+
+def _load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS and NOTEBOOKS[0].name == "00_setup.ipynb"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_clean(path):
+    nb = _load(path)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [], f"{path.name} 第 {i} 格带着输出"
+            assert cell.get("execution_count") is None, f"{path.name} 第 {i} 格有执行序号"
+    assert "widgets" not in nb.get("metadata", {}), f"{path.name} 保存了 widget 状态"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_structure(path):
+    nb = _load(path)
+    first = "".join(nb["cells"][0]["source"])
+    assert first.startswith("# "), "第一格必须是 H1 标题"
+    assert re.match(r"# \d\d ", first), "标题以两位编号开头"
+    if path.name != "00_setup.ipynb":
+        assert "原文" in first.splitlines()[0], "标题要写明对应原文哪一节"
+    headings = [
+        line.strip()
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("## ")
+    ]
+    assert "## 小结" in headings and "## 练习" in headings
+    assert headings.index("## 练习") > headings.index("## 小结")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_prose_is_chinese(path):
+    nb = _load(path)
+    for i, cell in enumerate(nb["cells"]):
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            text = re.sub(r"```.*?```|`[^`]*`|\$[^$]*\$|<[^>]+>|https?://\S+", "", src, flags=re.S)
+            letters = re.findall(r"[A-Za-z]", text)
+            cjk = CJK.findall(text)
+            assert len(cjk) >= len(letters) / 3, f"{path.name} 第 {i} 格的说明看起来不是中文"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_comments_are_chinese(path):
+    nb = _load(path)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        for line in "".join(cell["source"]).splitlines():
+            m = re.match(r"\s*#\s*(.+)", line)
+            if not m or m.group(1).startswith(("harness_lib:", "%%", "noqa", "type:")):
+                continue
+            words = re.findall(r"[A-Za-z]{4,}", m.group(1))
+            if len(words) >= 4:
+                assert CJK.search(m.group(1)), f"{path.name} 第 {i} 格的注释不是中文：{line!r}"
+
+
+def test_library_docstrings_are_chinese():
+    for path in sorted((ROOT / "harness_lib").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree)
+        assert doc and CJK.search(doc), f"{path.name} 缺少中文模块说明"
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                d = ast.get_docstring(node)
+                if d:
+                    assert CJK.search(d), f"{path.name}:{node.name} 的文档字符串不是中文"

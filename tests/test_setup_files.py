@@ -1,0 +1,78 @@
+"""安装与 CI 文件的一致性检查：environment.yml 与 pyproject 同步、Binder、Makefile、.ci/run。"""
+
+import re
+import sys
+
+from conftest import ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _env_pip_list():
+    """读出 environment.yml 里 `- pip:` 下面的条目（不依赖 PyYAML）。"""
+    lines = (ROOT / "environment.yml").read_text(encoding="utf-8").splitlines()
+    items, inside, indent = [], False, None
+    for line in lines:
+        if re.match(r"^\s*-\s*pip:\s*$", line):
+            inside, indent = True, None
+            continue
+        if inside:
+            m = re.match(r"^(\s*)-\s+(.+?)\s*$", line)
+            if not m or (indent is not None and len(m.group(1)) != indent):
+                if line.strip() and not line.strip().startswith("#"):
+                    break
+                continue
+            indent = len(m.group(1))
+            items.append(m.group(2).strip("'\""))
+    return items
+
+
+def test_environment_yml_matches_pyproject():
+    project = _pyproject()["project"]
+    expected = list(project["dependencies"]) + list(project["optional-dependencies"]["dev"])
+    assert _env_pip_list() == expected, (
+        "environment.yml 的 pip 列表与 pyproject.toml 的 dependencies + dev 不一致"
+    )
+
+
+def test_runtime_dependencies_are_the_four_named_packages():
+    names = {re.split(r"[<>=!;\[ ]", d)[0].lower() for d in _pyproject()["project"]["dependencies"]}
+    assert names == {"openai", "jupyterlab", "ipywidgets", "pandas"}
+
+
+def test_openai_sdk_is_the_3x_line():
+    deps = _pyproject()["project"]["dependencies"]
+    openai = next(d for d in deps if d.startswith("openai"))
+    assert ">=3" in openai and "<4" in openai
+    import openai as sdk
+
+    assert sdk.__version__.split(".")[0] == "3"
+
+
+def test_binder_files():
+    post = (ROOT / "postBuild").read_text(encoding="utf-8")
+    assert "set -e" in post and "pip install" in post and "-e ." in post
+    assert not (ROOT / "binder").exists(), "binder/ 目录会让 repo2docker 忽略根目录的文件"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^make test\b", ci, re.M)
+    assert "make test" in readme and "make lab" in readme
+
+
+def test_makefile_targets():
+    mk = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("lab:", "test:", "test-browser:", "bench:"):
+        assert target in mk
+    assert "python3" in mk and "-m venv" in mk
+    assert "--allow-root" in mk
+    assert "notebooks/00_setup.ipynb" in mk
