@@ -1,0 +1,318 @@
+"""`harness_lib/bash.py` 的测试：全部用真实子进程。
+
+只有“找不到 shell”一项把 shell 路径换成不存在的文件，其余都不替换任何东西。
+
+模块按文件路径加载：只测这一个模块，不把整个包（连同 pandas、openai 等依赖）
+一起导入；测内存峰值的子进程也这样加载，量到的才是执行器本身的开销。
+"""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+BASH_PY = Path(__file__).resolve().parents[1] / "harness_lib" / "bash.py"
+_spec = importlib.util.spec_from_file_location("harness_lib_bash_under_test", BASH_PY)
+bash = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bash)
+run_bash = bash.run_bash
+
+# 测试里的命令都是 POSIX shell 写法；Windows 分支在这里没有测试。
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="测试命令是 POSIX shell 写法")
+linux_only = pytest.mark.skipif(not os.path.isdir("/proc"), reason="需要 /proc")
+
+# 每次运行用不同的 sleep 时长做标记，之前残留的进程不会干扰这一次
+MARK = f"1234.{os.getpid()}"
+CUT = re.compile(r"…\[中间省略 (\d+) 个字节\]…")
+
+
+def alive_with(marker: str) -> list[int]:
+    """命令行里带有 marker 的活进程（僵尸进程的 cmdline 为空，不算）。"""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline.split(b"\0"):
+                pids.append(int(name))
+    return pids
+
+
+def gone(marker: str, wait: float = 1.0) -> bool:
+    """等至多 wait 秒，看带 marker 的进程是否都已消失。"""
+    end = time.monotonic() + wait
+    while alive_with(marker):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def appears(marker: str, wait: float = 1.0) -> bool:
+    """等至多 wait 秒，看带 marker 的进程是否出现（fork 之后 exec 之前还没有新命令行）。"""
+    end = time.monotonic() + wait
+    while not alive_with(marker):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def child_argv(code: str) -> list[str]:
+    """新 Python 进程的命令行：按路径加载模块（名为 b），再执行 code。"""
+    prelude = textwrap.dedent(f"""
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("b", {str(BASH_PY)!r})
+        b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
+    """)
+    return [sys.executable, "-c", prelude + textwrap.dedent(code)]
+
+
+# ---- 工具描述和演示目录 ----
+
+def test_schema_shape():
+    tool = bash.BASH_TOOL
+    assert tool["type"] == "function"
+    fn = tool["function"]
+    assert fn["name"] == "bash"
+    assert isinstance(fn["description"], str) and fn["description"]
+    assert fn["description"] != "运行一条 Shell 命令。"  # 不照抄原文
+    params = fn["parameters"]
+    assert params["type"] == "object"
+    assert params["required"] == ["command"]
+    assert params["properties"]["command"]["type"] == "string"
+    assert params["properties"]["command"]["description"]
+
+
+def test_demo_workspace_is_fresh_and_listable():
+    first, second = bash.demo_workspace(), bash.demo_workspace(prefix="demo-x-")
+    assert first != second and second.name.startswith("demo-x-")
+    for rel in ("app.py", "utils.py", "README.md", "data/notes.txt"):
+        assert (first / rel).is_file(), rel
+    listing = run_bash(bash.list_py_command(), cwd=first)
+    assert listing.split() == ["app.py", "utils.py"]
+    assert "你好" in run_bash(f'"{sys.executable}" app.py', cwd=first)
+
+
+def test_list_py_command_without_python_files(tmp_path):
+    out = run_bash(bash.list_py_command(), cwd=tmp_path)
+    assert "*.py" in out and re.search(r"\[退出码 [1-9]\d*\]$", out)
+
+
+# ---- 基本输出格式 ----
+
+def test_plain_output_and_order():
+    assert run_bash("echo hi") == "hi\n"
+    assert run_bash("echo a; echo b >&2; echo c") == "a\nb\nc\n"
+
+
+def test_exit_code_and_empty_output():
+    assert run_bash("exit 2") == "(没有输出)\n[退出码 2]"
+    assert run_bash("true") == "(没有输出)"
+    assert run_bash("echo oops >&2; exit 3") == "oops\n[退出码 3]"
+    assert run_bash("printf x; exit 4") == "x\n[退出码 4]"
+
+
+def test_killed_by_signal():
+    assert run_bash("kill -9 $$") == "(没有输出)\n[被信号 9 终止]"
+
+
+def test_os_errors_come_back_as_text(tmp_path, monkeypatch):
+    missing = run_bash("echo hi", cwd=tmp_path / "no-such-dir")
+    assert missing.startswith("[错误：无法启动命令") and "no-such-dir" in missing
+    assert run_bash("echo a\0b").startswith("[错误：无法启动命令")
+    assert run_bash(123).startswith("[错误：command 应该是字符串")
+    # 找不到 shell：让执行器去启动一个不存在的程序（真实的 Popen 失败）
+    monkeypatch.setattr(bash, "_shell_args", lambda c: ["/no/such/shell", "-c", c])
+    assert run_bash("echo hi").startswith("[错误：无法启动命令")
+
+
+def test_uses_bash_when_available():
+    assert run_bash("echo ${BASH_VERSION:+bash}") == "bash\n"
+
+
+def test_echo_is_fast():
+    def best(fn):
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    baseline = best(lambda: subprocess.run(bash._shell_args("echo hi"), capture_output=True))
+    ours = best(lambda: run_bash("echo hi"))
+    assert ours < baseline + 0.05, (ours, baseline)
+
+
+# ---- 超时与进程树 ----
+
+def test_timeout_returns_partial_output():
+    start = time.monotonic()
+    out = run_bash("echo start; sleep 30", timeout=1)
+    assert time.monotonic() - start < 3
+    assert out.startswith("start\n")
+    assert out.endswith("[超时：命令运行超过 1 秒，已终止整个进程树]")
+
+
+@linux_only
+def test_timeout_kills_grandchildren_even_after_setsid():
+    # 孙进程（同组）、不占管道的后台进程（同组，靠 killpg）、setsid 脱离的进程（靠 /proc）
+    m1, m2, m3 = MARK + "1", MARK + "2", MARK + "3"
+    cmd = (f"bash -c 'sleep {m1}; :' & sleep {m2} >/dev/null 2>&1 & "
+           f"setsid sleep {m3} & echo start; sleep 30")
+    start = time.monotonic()
+    out = run_bash(cmd, timeout=1)
+    assert time.monotonic() - start < 3
+    assert "start" in out and "[超时" in out
+    assert gone(m1) and gone(m2) and gone(m3)
+
+
+# ---- 后台任务不拖住执行器 ----
+
+@linux_only
+@pytest.mark.parametrize("launch, marker", [
+    ("sleep {m} &", MARK + "4"), ("setsid sleep {m} &", MARK + "5"), ("nohup sleep {m} &", MARK + "6"),
+])
+def test_background_job_does_not_hang(launch, marker):
+    start = time.monotonic()
+    out = run_bash(launch.format(m=marker) + " echo done")
+    assert time.monotonic() - start < 3
+    assert out.startswith("done\n") and "后台进程" in out
+    assert gone(marker)
+
+
+def test_background_job_with_own_output_is_left_alone(tmp_path):
+    # 输出重定向到文件的后台任务不占管道：立即返回，也不被结束
+    marker = MARK + "7"
+    start = time.monotonic()
+    out = run_bash(f"sleep {marker} > /dev/null 2>&1 & echo $!", cwd=tmp_path)
+    try:
+        assert time.monotonic() - start < 0.3
+        assert "后台进程" not in out
+        assert appears(marker)
+    finally:
+        os.kill(int(out.split()[0]), 9)
+
+
+# ---- 标准输入 ----
+
+def test_stdin_is_empty_even_if_ours_is_an_open_pipe():
+    code = """
+        import json, sys, time
+        assert not sys.stdin.isatty()
+        results = []
+        for cmd in ["cat", "read x; echo got:$x"]:
+            start = time.monotonic()
+            results.append([b.run_bash(cmd, timeout=5), time.monotonic() - start])
+        print(json.dumps(results))
+    """
+    child = subprocess.Popen(child_argv(code), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.wait(timeout=20)  # 我们一直不关闭 child.stdin
+        (cat, t1), (read, t2) = json.loads(child.stdout.read())
+    finally:
+        child.kill()
+        child.stdin.close()
+        child.stdout.close()
+    assert cat == "(没有输出)" and t1 < 1
+    assert read == "got:\n" and t2 < 1
+
+
+# ---- 大输出：内存有界、截断在字符边界 ----
+
+def test_huge_output_is_bounded():
+    size = 200_000_000
+    proc = subprocess.run(child_argv(f"""
+        import json, resource, time
+        start = time.monotonic()
+        out = b.run_bash("yes 中文abc | head -c {size}")
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps([out, peak_kb, time.monotonic() - start]))
+    """), capture_output=True, timeout=60)
+    out, peak_kb, seconds = json.loads(proc.stdout)
+    assert len(out) <= 50_000 and len(out) > 49_000
+    assert out.startswith("中文abc\n中文abc\n") and out.endswith("中文abc\n中文abc\n")
+    assert "\ufffd" not in out
+    (match,) = CUT.finditer(out)
+    head, tail = out[: match.start()], out[match.end():]
+    shown = len(head.encode()) + len(tail.encode()) - 2  # 减去说明两边的换行
+    assert int(match.group(1)) + shown == size
+    assert peak_kb < 100 * 1024, f"峰值内存 {peak_kb} KB"
+    assert seconds < 20
+
+
+@pytest.mark.parametrize("max_chars", [100, 101, 102, 103])
+def test_small_cap_never_splits_a_character(max_chars):
+    out = run_bash("yes 中文abc | head -c 100000", max_chars=max_chars)
+    assert len(out) <= max_chars
+    assert "\ufffd" not in out
+    assert out.startswith("中文abc") and out.endswith("中文abc\n")
+    assert CUT.search(out)
+
+
+def test_cap_counts_the_notes_too():
+    out = run_bash("yes 中文abc | head -c 100000; exit 7", max_chars=200)
+    assert len(out) <= 200 and out.endswith("\n[退出码 7]") and CUT.search(out)
+    out = run_bash("seq 1 100; exit 7", max_chars=10)
+    assert len(out) <= 10
+
+
+def test_output_that_fits_is_unchanged():
+    text = "中" * 99 + "\n"
+    assert run_bash(f"printf '{text}'", max_chars=100) == text
+    assert run_bash(f"printf '{text}x'", max_chars=100) != text + "x"
+
+
+# ---- 编码 ----
+
+def test_decode_falls_back_to_console_encoding():
+    assert bash._decode(b"\xc4\xe3\xba\xc3", "gbk") == ("你好", "gbk")
+    assert bash._decode("你好".encode(), "gbk") == ("你好", "utf-8")
+    text, _ = bash._decode(b"\xff\xfe\x80abc", "utf-8")
+    assert text.endswith("abc")
+
+
+def test_non_utf8_output_never_raises():
+    raw = b"\xc4\xe3\xba\xc3"  # GBK 编码的“你好”
+    try:  # 结果取决于本机区域设置的编码：能解就是“你好”，否则是替换字符
+        expected = raw.decode(bash._fallback_encoding())
+    except UnicodeDecodeError:
+        expected = "\ufffd" * 4
+    assert run_bash(r"printf '\xc4\xe3\xba\xc3'") == expected
+    junk = run_bash("head -c 3000 /dev/urandom", max_chars=500)
+    assert isinstance(junk, str) and 0 < len(junk) <= 500
+    assert not re.search("[\udc80-\udcff]", junk)
+
+
+# ---- 分页器和编辑器 ----
+
+def test_quiet_environment():
+    out = run_bash("echo $PAGER $GIT_PAGER $GIT_EDITOR $EDITOR $VISUAL $GIT_TERMINAL_PROMPT $TERM")
+    assert out == "cat cat false false false 0 dumb\n"
+
+
+def test_git_log_and_bare_commit_do_not_block(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.name", "测试")
+    git("config", "user.email", "test@example.com")
+    git("commit", "-q", "--allow-empty", "-m", "第一次提交")
+    start = time.monotonic()
+    log = run_bash("git log", cwd=tmp_path, timeout=10)
+    commit = run_bash("git commit --allow-empty", cwd=tmp_path, timeout=10)
+    assert time.monotonic() - start < 5
+    assert "第一次提交" in log and "[退出码" not in log
+    assert "editor" in commit.lower() and re.search(r"\[退出码 [1-9]\d*\]$", commit)
+    assert "[超时" not in commit
