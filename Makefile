@@ -4,35 +4,40 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
-EXTRAS ?= dev
+comma  := ,
 # 以 root 运行时 JupyterLab 需要 --allow-root
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-unit test-notebooks test-browser bench release autograde clean venv
+.PHONY: lab test test-browser bench release autograde clean
 
-venv: $(STAMP)
-
-# venv 缺失、解释器坏掉，或 pyproject.toml 比上次安装新，都会重新安装。
-$(STAMP): pyproject.toml
-	@if ! $(PY) -c "import sys" >/dev/null 2>&1; then \
+# 每组 extras 一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……
+# venv 缺失或解释器坏掉就重建；pyproject.toml 比标记新就重装。
+$(VENV)/.installed-%: pyproject.toml
+	@if ! $(PY) -c "import sys; assert sys.version_info >= (3, 10)" >/dev/null 2>&1; then \
 		echo "创建虚拟环境 $(VENV) ..."; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); fi
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
-	@echo "$(EXTRAS)" > $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(subst -,$(comma),$*)]"
+	@touch $@
 
-lab: $(STAMP)
+lab: $(VENV)/.installed-dev
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_setup.ipynb
 
-test: $(STAMP)
+test: $(VENV)/.installed-dev-teach
 	$(PY) -m pytest -m "not browser"
 
-test-browser:
-	$(MAKE) EXTRAS=dev,browser venv
+test-browser: $(VENV)/.installed-dev-browser
 	$(PY) -m pytest -m browser
 
-bench: $(STAMP)
+bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks
+
+# 课程作业：生成学生版到 release/，给 $(SUBMISSIONS)/<学号>/*.ipynb 自动评分到 grades/
+release: $(VENV)/.installed-dev-teach
+	$(PY) coursework/course.py release --out release
+
+autograde: $(VENV)/.installed-dev-teach
+	$(PY) coursework/course.py autograde $(SUBMISSIONS) --out grades
 
 clean:
 	rm -rf $(VENV) .pytest_cache

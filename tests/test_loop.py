@@ -1,0 +1,153 @@
+"""参考循环 harness_lib.agent_loop：用假模型和真实子进程跑，不用替身。"""
+
+import os
+
+import openai
+import pytest
+
+from harness_lib import (
+    FakeClient,
+    agent_loop,
+    check_transcript,
+    execute_tool_call,
+    parse_arguments,
+    text_reply,
+    tool_call,
+    tool_reply,
+    ToolInputError,
+)
+from harness_lib.bash import demo_workspace
+
+
+@pytest.fixture()
+def workspace(monkeypatch):
+    path = demo_workspace()
+    monkeypatch.chdir(path)
+    return path
+
+
+def _tool_messages(messages):
+    return [m for m in messages if m["role"] == "tool"]
+
+
+def test_default_fake_model_lists_the_python_files(workspace):
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    answer = agent_loop(messages, client=FakeClient(), model="fake-agent-1")
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"]
+    # 工具消息里是真实命令的输出：demo_workspace 里确实有的 .py 文件
+    real = sorted(p.name for p in workspace.glob("*.py"))
+    for name in real:
+        assert name in messages[2]["content"]
+        assert name in answer
+    assert all(check_transcript(messages).values())
+
+
+def test_loop_grows_the_same_list_and_calls_on_turn(workspace):
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    same = messages
+    seen = []
+    agent_loop(messages, client=FakeClient(), model="fake-agent-1",
+               on_turn=lambda m: seen.append(len(m)))
+    assert same is messages
+    assert seen == [3, 4]
+
+
+@pytest.mark.parametrize(
+    "raw, layer",
+    [
+        ('{"command": "ls"', "调用解析失败"),
+        ("", "调用解析失败"),
+        ("{}", "调用解析失败"),
+        ('{"command": 42}', "调用解析失败"),
+        ('["ls"]', "调用解析失败"),
+        ('{"command": "sudo ls"}', "执行授权失败"),
+    ],
+)
+def test_every_failure_becomes_a_tool_message(workspace, raw, layer):
+    marker = workspace / "should_not_exist.txt"
+    client = FakeClient(script=[tool_reply(tool_call("bash", raw)), text_reply("好的")])
+    messages = [{"role": "user", "content": "试试"}]
+    answer = agent_loop(messages, client=client, model="fake-agent-1")
+    assert answer == "好的"
+    (tool,) = _tool_messages(messages)
+    assert layer in tool["content"]
+    assert not marker.exists()
+
+
+def test_unknown_tool_and_handler_error_are_answered(workspace):
+    def broken(args):
+        raise RuntimeError("磁盘坏了")
+
+    client = FakeClient(script=[
+        tool_reply(tool_call("no_such_tool", {"x": 1}), tool_call("bash", {"command": "echo hi"})),
+        text_reply("完"),
+    ])
+    messages = [{"role": "user", "content": "两件事"}]
+    agent_loop(messages, client=client, model="fake-agent-1", handlers={"bash": broken})
+    first, second = _tool_messages(messages)
+    assert "调用解析失败" in first["content"] and "no_such_tool" in first["content"]
+    assert "工具结果失败" in second["content"] and "磁盘坏了" in second["content"]
+    ids = [tc["id"] for tc in messages[1]["tool_calls"]]
+    assert [first["tool_call_id"], second["tool_call_id"]] == ids
+
+
+def test_real_subprocess_output_reaches_the_model(workspace):
+    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "echo 你好 && exit 3"})), text_reply("ok")])
+    messages = [{"role": "user", "content": "x"}]
+    agent_loop(messages, client=client, model="fake-agent-1")
+    (tool,) = _tool_messages(messages)
+    assert "你好" in tool["content"] and "3" in tool["content"]
+
+
+def test_max_turns_stops_with_a_valid_transcript(workspace):
+    script = [tool_reply(tool_call("bash", {"command": "echo again"})) for _ in range(5)]
+    client = FakeClient(script=script + [text_reply("终于停了")])
+    messages = [{"role": "user", "content": "一直跑"}]
+    answer = agent_loop(messages, client=client, model="fake-agent-1", max_turns=3)
+    assert "3" in answer
+    assert len(_tool_messages(messages)) == 3
+    assert messages[-1]["role"] == "tool"
+    # 记录仍然完整：接着跑，提供方不会拒绝
+    answer = agent_loop(messages, client=client, model="fake-agent-1", max_turns=5)
+    assert answer == "终于停了"
+
+
+def test_failed_model_call_leaves_messages_untouched(workspace):
+    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "echo 1"}))])
+    messages = [{"role": "user", "content": "x"}]
+    with pytest.raises(RuntimeError):
+        agent_loop(messages, client=client, model="fake-agent-1")  # 脚本用完，第二次调用失败
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    before = list(messages)
+    broken = [{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
+               "tool_calls": [{"id": "call_9", "type": "function",
+                               "function": {"name": "bash", "arguments": "{}"}}]}]
+    with pytest.raises(openai.BadRequestError):
+        agent_loop(broken, client=FakeClient(), model="fake-agent-1")
+    assert len(broken) == 2 and messages == before
+
+
+def test_parse_arguments():
+    assert parse_arguments('{"command": "ls"}') == {"command": "ls"}
+    for bad in ['{"command": "ls"', "", None, "[1]", "3"]:
+        with pytest.raises(ToolInputError):
+            parse_arguments(bad)
+
+
+def test_check_transcript_flags_missing_halves():
+    calls = [{"id": "call_001", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    complete = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_001", "content": "a.py"},
+        {"role": "assistant", "content": "有 a.py"},
+    ]
+    assert all(check_transcript(complete).values())
+    no_result = complete[:2] + complete[3:]
+    verdict = check_transcript(no_result)
+    assert not verdict["3. 调用和结果成对回到了上下文"]
+    text_only = [complete[0], {"role": "assistant", "content": "ls *.py"}]
+    assert not any(check_transcript(text_only).values())
+    unfinished = complete[:3]
+    assert not check_transcript(unfinished)["4. 模型看到结果后继续，直到不再请求工具"]
