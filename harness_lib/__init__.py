@@ -20,6 +20,7 @@ from .loop import (
     execute_tool_call,
     parse_arguments,
 )
+from .tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
 
 __all__ = [
     "BASH_TOOL",
@@ -46,4 +47,8 @@ __all__ = [
     "check_transcript",
     "execute_tool_call",
     "parse_arguments",
+    "ToolFailed",
+    "ToolRegistry",
+    "Workspace",
+    "make_file_tools",
 ]
