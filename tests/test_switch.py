@@ -1,0 +1,357 @@
+"""模型切换器（harness_lib.switch）：默认假模型、预设、密钥不外泄、测试连接、错误说明。
+
+测试连接用的是真实的本地端点（harness_lib.server），不是 mock。
+"""
+
+import json
+import socket
+
+import httpx2
+import openai
+import pytest
+
+from harness_lib.fake import FakeClient
+from harness_lib.server import ensure_local_server, start_server
+from harness_lib.switch import (
+    PRESETS,
+    ModelSwitch,
+    SwitchConfigError,
+    client_from_env,
+    explain_error,
+    model_switch,
+    redact,
+)
+
+KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
+
+
+def fragments(key, n=6):
+    return {key[i:i + n] for i in range(len(key) - n + 1)}
+
+
+def leaks(text, key=KEY):
+    """text 里出现了密钥的哪些 6 字符片段。"""
+    return [f for f in fragments(key) if f in text]
+
+
+def all_widgets(widget):
+    found = [widget]
+    for child in getattr(widget, "children", ()):
+        found += all_widgets(child)
+    return found
+
+
+def widget_state_text(switch):
+    parts = []
+    for w in all_widgets(switch.widget):
+        parts.append(json.dumps(w.get_state(), ensure_ascii=False, default=str))
+        for name in ("layout", "style"):
+            sub = getattr(w, name, None)
+            if sub is not None and hasattr(sub, "get_state"):
+                parts.append(json.dumps(sub.get_state(), ensure_ascii=False, default=str))
+    return "\n".join(parts)
+
+
+def type_key(switch, key):
+    """模拟学习者在密码框里输入：和前端同步过来的更新走同一条路（set_state）。"""
+    switch.key_password.set_state({"value": key})
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server():
+    srv = start_server(api_key="right-key-0123456789")
+    yield srv
+    srv.close()
+
+
+def use_endpoint(switch, base_url, model="fake-agent-1"):
+    switch.preset_dropdown.value = "custom"
+    switch.mode_buttons.value = "real"
+    switch.base_url_text.value = base_url
+    switch.model_text.value = model
+
+
+# ---------------------------------------------------------------------------
+# 默认状态与预设
+# ---------------------------------------------------------------------------
+
+
+def test_default_is_fake():
+    sw = model_switch(environ={})
+    assert isinstance(sw, ModelSwitch)
+    assert sw.mode == "fake"
+    client, model = sw.current()
+    assert isinstance(client, FakeClient) and model == "fake-agent-1"
+    assert sw.client is client and sw.model == "fake-agent-1"  # 设置不变，client 也不变
+    assert "假模型" in sw.status
+
+
+def test_widgets_are_there():
+    sw = model_switch(environ={})
+    labels = [label for label, _ in sw.mode_buttons.options]
+    assert labels == ["假模型（离线）", "真实端点"]
+    keys = [key for _, key in sw.preset_dropdown.options]
+    assert keys == [p.key for p in PRESETS]
+    assert sw.test_button.description == "测试连接"
+    bundle = sw._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == repr(sw)
+
+
+@pytest.mark.parametrize("key,base_url,model", [
+    ("dashscope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"),
+    ("deepseek", "https://api.deepseek.com/v1", "deepseek-chat"),
+    ("openai", "https://api.openai.com/v1", "gpt-4o-mini"),
+    ("moonshot", "https://api.moonshot.cn/v1", "moonshot-v1-8k"),
+    ("zhipu", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash"),
+    ("siliconflow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct"),
+    ("ollama", "http://localhost:11434/v1", "qwen2.5:7b"),
+    ("vllm", "http://localhost:8000/v1", ""),
+    ("llamacpp", "http://localhost:8080/v1", ""),
+])
+def test_preset_fills_base_url_and_model(key, base_url, model):
+    sw = model_switch(environ={})
+    if key == sw.preset_dropdown.value:
+        sw.preset_dropdown.value = "deepseek" if key != "deepseek" else "openai"
+    sw.preset_dropdown.value = key
+    assert sw.base_url_text.value == base_url
+    assert sw.model_text.value == model
+    assert sw.mode == "real", "选了服务商预设就切到真实端点"
+
+
+def test_local_preset_gives_real_client_for_local_server():
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "local"
+    client, model = sw.current()
+    assert isinstance(client, openai.OpenAI)
+    assert str(client.base_url).rstrip("/") == ensure_local_server().rstrip("/")
+    assert model == "fake-agent-1"
+    assert sw.test_connection().startswith("✅")
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "你好"}])
+    assert reply.model == "fake-agent-1"
+
+
+def test_keyless_presets_use_placeholder_key():
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "ollama"
+    client, model = sw.current()
+    assert client.api_key == "not-needed" and model == "qwen2.5:7b"
+    assert client.max_retries == 2
+
+
+# ---------------------------------------------------------------------------
+# 密钥不外泄
+# ---------------------------------------------------------------------------
+
+
+def test_typed_key_is_moved_out_of_the_widget(monkeypatch):
+    sw = model_switch(environ={})
+    sent = []
+    for w in all_widgets(sw.widget):
+        monkeypatch.setattr(w, "_send", lambda msg, buffers=None, _s=sent: _s.append(msg))
+    sw.preset_dropdown.value = "deepseek"
+    type_key(sw, KEY)
+    assert sw.key_password.value == ""
+    assert sw.key_password.placeholder == "已设置密钥（不会显示或保存）"
+    assert sw._typed_key == KEY
+    assert not leaks(widget_state_text(sw))
+    assert not leaks(json.dumps(sent, ensure_ascii=False, default=str)), "发往前端的消息里不能有密钥"
+    assert {"value": ""} in [m.get("state") for m in sent], "清空密码框的更新要发给前端"
+    for text in (repr(sw), str(sw), sw.status, sw.status_html.value,
+                 json.dumps(sw._repr_mimebundle_(), ensure_ascii=False)):
+        assert not leaks(text)
+    client, _ = sw.current()
+    assert client.api_key == KEY  # 密钥确实在用
+    sw.forget_key()
+    assert sw._typed_key is None
+    with pytest.raises(SwitchConfigError, match="OPENAI_API_KEY"):
+        sw.current()
+
+
+def test_env_key_is_used_but_never_copied_into_widgets():
+    env = {"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "deepseek-chat",
+           "OPENAI_BASE_URL": "https://api.deepseek.com/v1"}
+    sw = model_switch(environ=env)
+    assert sw.mode == "real" and sw.preset_dropdown.value == "deepseek"
+    assert sw.model_text.value == "deepseek-chat"
+    assert not leaks(widget_state_text(sw))
+    assert "来自环境变量 OPENAI_API_KEY" in sw.status
+    client, model = sw.current()
+    assert client.api_key == KEY and model == "deepseek-chat"
+    assert not leaks(repr(sw)) and not leaks(sw.status)
+
+
+def test_wrong_key_reports_401_without_the_key(server):
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url)
+    type_key(sw, KEY)
+    text = sw.test_connection()
+    assert text.startswith("❌") and "密钥不对" in text and "401" in text
+    assert not leaks(text) and not leaks(sw.status_html.value)
+
+
+def test_right_key_reports_ok_with_model(server):
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url)
+    type_key(sw, "right-key-0123456789")
+    text = sw.test_connection()
+    assert text.startswith("✅") and "fake-agent-1" in text
+    assert not leaks(text, "right-key-0123456789")
+
+
+def test_unknown_model_reports_404(server):
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url, model="no-such-model")
+    type_key(sw, "right-key-0123456789")
+    text = sw.test_connection()
+    assert "找不到（HTTP 404）" in text and "no-such-model" in text
+
+
+def test_unreachable_port():
+    sw = model_switch(environ={})
+    use_endpoint(sw, f"http://127.0.0.1:{free_port()}/v1")
+    text = sw.test_connection()
+    assert "无法连接" in text
+
+
+def test_fake_test_connection():
+    sw = model_switch(environ={})
+    text = sw.test_connection()
+    assert text.startswith("✅") and "fake-agent-1" in text and "离线" in text
+
+
+def test_missing_key_says_where_to_set_it():
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "deepseek"
+    text = sw.test_connection()
+    assert "还没有 API 密钥" in text and "OPENAI_API_KEY" in text and "DeepSeek" in text
+    assert "还没有设置" in repr(sw)
+
+
+def test_empty_base_url_and_model():
+    sw = model_switch(environ={})
+    use_endpoint(sw, "", model="m")
+    assert "base_url 是空的" in sw.test_connection()
+    use_endpoint(sw, "http://127.0.0.1:1/v1", model="")
+    assert "模型名是空的" in sw.test_connection()
+
+
+# ---------------------------------------------------------------------------
+# client_from_env
+# ---------------------------------------------------------------------------
+
+
+def test_client_from_env_fake_by_default():
+    client, model = client_from_env({})
+    assert isinstance(client, FakeClient) and model == "fake-agent-1"
+    client, model = client_from_env({"HARNESS_MODE": "fake", "HARNESS_MODEL": "qwen-plus"})
+    assert isinstance(client, FakeClient) and model == "fake-agent-1"
+
+
+def test_client_from_env_real():
+    env = {"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "qwen-plus",
+           "OPENAI_BASE_URL": "https://dashscope.aliyuncs.com/compatible-mode/v1"}
+    client, model = client_from_env(env)
+    assert isinstance(client, openai.OpenAI) and model == "qwen-plus"
+    assert str(client.base_url).startswith("https://dashscope.aliyuncs.com/compatible-mode/v1")
+    assert client.api_key == KEY and client.max_retries == 2
+    # 不设 OPENAI_BASE_URL 时用 SDK 的默认地址
+    client, _ = client_from_env({k: v for k, v in env.items() if k != "OPENAI_BASE_URL"})
+    assert str(client.base_url).startswith("https://api.openai.com/v1")
+
+
+def test_client_from_env_real_needs_model_and_key():
+    with pytest.raises(SwitchConfigError, match="HARNESS_MODEL"):
+        client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY})
+    with pytest.raises(SwitchConfigError, match="OPENAI_API_KEY"):
+        client_from_env({"HARNESS_MODE": "real", "HARNESS_MODEL": "m"})
+    # 本机服务不需要密钥
+    client, _ = client_from_env({"HARNESS_MODE": "real", "HARNESS_MODEL": "m",
+                                 "OPENAI_BASE_URL": "http://localhost:11434/v1"})
+    assert client.api_key == "not-needed"
+
+
+def test_client_from_env_local():
+    client, model = client_from_env({"HARNESS_MODE": "local"})
+    assert isinstance(client, openai.OpenAI) and model == "fake-agent-1"
+    assert str(client.base_url).rstrip("/") == ensure_local_server().rstrip("/")
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "你好"}])
+    assert reply.choices[0].message.role == "assistant"
+
+
+def test_client_from_env_rejects_unknown_mode():
+    with pytest.raises(SwitchConfigError, match="fake、real 或 local"):
+        client_from_env({"HARNESS_MODE": "cloud"})
+
+
+def test_switch_follows_env_local_and_bad_mode():
+    sw = model_switch(environ={"HARNESS_MODE": "local"})
+    assert sw.mode == "real" and sw.preset_dropdown.value == "local"
+    assert sw.base_url_text.value == ensure_local_server()
+    sw = model_switch(environ={"HARNESS_MODE": "cloud"})
+    assert sw.mode == "fake" and "HARNESS_MODE" in sw.status
+
+
+# ---------------------------------------------------------------------------
+# explain_error 与 redact
+# ---------------------------------------------------------------------------
+
+URL = "https://api.example.com/v1/chat/completions"
+
+
+def status_error(cls, code, message="problem"):
+    request = httpx2.Request("POST", URL)
+    body = {"error": {"message": message, "type": "x", "code": None}}
+    response = httpx2.Response(code, request=request, json=body)
+    return cls(f"Error code: {code} - {body}", response=response, body=body["error"])
+
+
+@pytest.mark.parametrize("cls,code,expected", [
+    (openai.AuthenticationError, 401, "密钥不对（HTTP 401）"),
+    (openai.PermissionDeniedError, 403, "没有权限（HTTP 403）"),
+    (openai.NotFoundError, 404, "找不到（HTTP 404）"),
+    (openai.RateLimitError, 429, "被限流（HTTP 429）"),
+    (openai.InternalServerError, 500, "服务器出错（HTTP 500）"),
+    (openai.InternalServerError, 503, "服务器出错（HTTP 503）"),
+    (openai.BadRequestError, 400, "请求被拒绝（HTTP 400）"),
+    (openai.ConflictError, 409, "服务器返回了错误（HTTP 409）"),
+])
+def test_explain_status_errors(cls, code, expected):
+    text = explain_error(status_error(cls, code, "the server said so"))
+    assert text.startswith(expected)
+    assert "服务器原话：the server said so" in text
+
+
+def test_explain_connection_errors():
+    request = httpx2.Request("POST", URL)
+    text = explain_error(openai.APIConnectionError(request=request))
+    assert text.startswith("无法连接") and "https://api.example.com" in text
+    text = explain_error(openai.APITimeoutError(request=request))
+    assert text.startswith("无法连接（超时）")
+
+
+def test_explain_other_errors_first_line_only():
+    text = explain_error(RuntimeError(f"第一行 {KEY}\n第二行"), KEY)
+    assert text.startswith("出错了：RuntimeError: 第一行") and "第二行" not in text
+    assert not leaks(text)
+
+
+def test_explain_redacts_echoed_key_fragments():
+    echoed = f"Incorrect API key provided: {KEY[:8]}***{KEY[-4:]}"
+    text = explain_error(status_error(openai.AuthenticationError, 401, echoed), KEY)
+    assert "密钥不对" in text and not leaks(text)
+
+
+def test_redact():
+    assert redact(f"key={KEY}!", KEY) == "key=***!"
+    assert redact(f"a {KEY[3:12]} b", KEY) == "a *** b"
+    assert redact(f"a {KEY[:5]} b", KEY) == f"a {KEY[:5]} b"  # 5 个字符的片段不算
+    assert redact("no key here", None) == "no key here"
+    assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
+    assert redact("right and wrong", ["right"]) == "*** and wrong"

@@ -1,0 +1,277 @@
+"""消息表（harness_lib.view）：数据表的列与取值、HTML 里的配对与警告、原地刷新。"""
+
+import json
+import re
+
+import pytest
+from IPython.core.displaypub import CapturingDisplayPublisher
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.display import display
+from openai.types.chat import ChatCompletionMessage
+
+from harness_lib.view import (
+    COLUMNS,
+    FULL_TEXT_CAP,
+    MessagesView,
+    messages_frame,
+    messages_html,
+    show_messages,
+)
+
+
+def call(cid, command="ls"):
+    return {"id": cid, "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
+
+def one_turn():
+    """一轮完整的对话：用户提问、助手调用工具、工具回应、助手回答。"""
+    return [
+        {"role": "system", "content": "你是助手"},
+        {"role": "user", "content": "列出当前目录中的 Python 文件"},
+        {"role": "assistant", "content": None, "tool_calls": [call("call_001", "ls *.py")]},
+        {"role": "tool", "tool_call_id": "call_001", "content": "a.py\nb.py\n"},
+        {"role": "assistant", "content": "有两个：a.py 和 b.py。"},
+    ]
+
+
+def rows_of(html):
+    """按 <tr style=...> 切出表体的各行（表头行没有 style）。"""
+    return html.split("<tr style=")[1:]
+
+
+@pytest.fixture
+def shell():
+    """一个真实的 IPython shell，显示发布器换成会记录输出的那一种。"""
+    existed = InteractiveShell.initialized()
+    sh = InteractiveShell.instance()
+    old = sh.display_pub
+    pub = CapturingDisplayPublisher()
+    sh.display_pub = pub
+    yield sh, pub
+    sh.display_pub = old
+    if not existed:
+        InteractiveShell.clear_instance()
+
+
+# ---------------------------------------------------------------------------
+# messages_frame
+# ---------------------------------------------------------------------------
+
+
+def test_frame_columns_and_values_for_dicts():
+    df = messages_frame(one_turn())
+    assert list(df.columns) == COLUMNS == ["pos", "role", "content", "tool_calls", "tool_call_id"]
+    assert df["pos"].tolist() == [0, 1, 2, 3, 4]
+    assert df["role"].tolist() == ["system", "user", "assistant", "tool", "assistant"]
+    assert df.loc[2, "content"] == ""  # None 显示为空
+    assert df.loc[2, "tool_calls"] == 'bash({"command": "ls *.py"}) [call_001]'
+    assert df.loc[3, "content"] == "a.py⏎b.py⏎"  # 换行显示为 ⏎
+    assert df.loc[3, "tool_call_id"] == "call_001"
+    assert df.loc[1, "tool_call_id"] == ""
+
+
+def test_frame_preview_is_truncated():
+    df = messages_frame([{"role": "tool", "tool_call_id": "x", "content": "字" * 500}])
+    assert df.loc[0, "content"] == "字" * 60 + "…"
+
+
+def test_frame_accepts_sdk_objects():
+    sdk = ChatCompletionMessage.model_validate({
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("call_a", "pwd"), call("call_b", "ls")],
+    })
+    msgs = [{"role": "user", "content": "你在哪个目录？"}, sdk,
+            {"role": "tool", "tool_call_id": "call_a", "content": "/tmp"},
+            {"role": "tool", "tool_call_id": "call_b", "content": ""}]
+    df = messages_frame(msgs)
+    assert df.loc[1, "role"] == "assistant"
+    assert df.loc[1, "content"] == ""
+    assert df.loc[1, "tool_calls"] == (
+        'bash({"command": "pwd"}) [call_a]\nbash({"command": "ls"}) [call_b]'
+    )
+    html = messages_html(msgs)
+    assert "⚠" not in html  # 两个调用都有回应
+
+
+def test_frame_content_parts():
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "看图"},
+                                         {"type": "image_url", "image_url": {"url": "data:"}}]}]
+    assert messages_frame(msgs).loc[0, "content"] == "看图⏎[image_url]"
+
+
+def test_frame_rejects_other_types():
+    with pytest.raises(TypeError, match="第 0 条"):
+        messages_frame([42])
+
+
+# ---------------------------------------------------------------------------
+# HTML：配对、警告、转义、大小
+# ---------------------------------------------------------------------------
+
+
+def test_pairing_is_shown_in_both_rows():
+    html = messages_html(one_turn())
+    rows = rows_of(html)
+    assert len(rows) == 5
+    assert "messages-view" in html
+    chip = re.search(r'<span style="[^"]*">call_001</span>', rows[2]).group(0)
+    assert chip in rows[3], "同一个 id 在助手行和工具行用同一个小标签"
+    assert "→ 由第 3 行回应" in rows[2]
+    assert "↩ 回应第 2 行" in rows[3]
+    assert "未回应" not in html and "找不到对应的调用" not in html
+    # 角色计数与图例
+    assert "共 5 条消息" in html and "assistant 2" in html and "tool 1" in html
+
+
+def test_different_ids_get_different_colours():
+    msgs = [{"role": "assistant", "tool_calls": [call("call_1"), call("call_2")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "x"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "y"}]
+    html = messages_html(msgs)
+    c1 = re.search(r'<span style="([^"]*)">call_1</span>', html).group(1)
+    c2 = re.search(r'<span style="([^"]*)">call_2</span>', html).group(1)
+    assert c1 != c2
+
+
+def test_unanswered_call_is_flagged():
+    msgs = one_turn()[:3]
+    html = messages_html(msgs)
+    assert "⚠ 未回应" in rows_of(html)[2]
+    assert "有 1 个工具调用还没有回应" in html
+    assert "有 1 个工具调用还没有回应" in repr(MessagesView(msgs))
+
+
+def test_orphan_tool_message_is_flagged():
+    msgs = one_turn()
+    msgs.insert(4, {"role": "tool", "tool_call_id": "call_999", "content": "?"})
+    html = messages_html(msgs)
+    assert "⚠ 找不到对应的调用" in rows_of(html)[4]
+    assert "有 1 条工具消息找不到对应的调用" in html
+
+
+def test_html_is_escaped():
+    evil = '<script>alert("x")</script>'
+    msgs = [{"role": "user", "content": evil},
+            {"role": "assistant", "tool_calls": [call("<b>id</b>", evil)]},
+            {"role": "tool", "tool_call_id": "<b>id</b>", "content": evil * 5}]
+    html = messages_html(msgs, title=evil)
+    assert "<script" not in html and "<b>id</b>" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_300_messages_scroll_and_sticky_header():
+    msgs = []
+    for i in range(100):
+        msgs += [{"role": "assistant", "tool_calls": [call(f"call_{i:03d}")]},
+                 {"role": "tool", "tool_call_id": f"call_{i:03d}", "content": "行\n" * 50},
+                 {"role": "user", "content": "继续"}]
+    html = messages_html(msgs)
+    assert len(rows_of(html)) == 300
+    assert "max-height:420px;overflow:auto" in html
+    assert "position:sticky;top:0" in html
+    assert "<details><summary" in html and "<pre " in html
+
+
+def test_full_text_is_capped():
+    big = "x" * (FULL_TEXT_CAP + 30_000)
+    msgs = [{"role": "tool", "tool_call_id": "c", "content": big}] * 300
+    html = messages_html(msgs)
+    assert "还有 30000 个字符没有嵌入" in html
+    assert "view.detail(" in html
+    assert len(html) < 1_500_000, "300 条大输出的表仍然要轻"
+    # 预算先给最新的消息：最后一行嵌入了全文，第一行只有提示
+    rows = rows_of(html)
+    assert "x" * FULL_TEXT_CAP in rows[-1]
+    assert "x" * FULL_TEXT_CAP not in rows[0]
+
+
+def test_empty_list():
+    assert "还没有消息" in messages_html([])
+    assert messages_frame([]).shape == (0, 5)
+    assert "还没有消息" in repr(MessagesView([]))
+
+
+def test_1000_messages_render():
+    msgs = []
+    for i in range(250):
+        msgs += [{"role": "user", "content": f"第 {i} 问"},
+                 {"role": "assistant", "tool_calls": [call(f"call_{i}")]},
+                 {"role": "tool", "tool_call_id": f"call_{i}", "content": "out\n" * 100},
+                 {"role": "assistant", "content": f"第 {i} 答"}]
+    view = MessagesView(msgs)
+    html = view._repr_html_()
+    assert len(rows_of(html)) == 1000
+    assert "共 1000 条消息" in html and "⚠" not in html
+    assert view.frame().shape == (1000, 5)
+    assert "共 1000 条消息" in repr(view)
+
+
+# ---------------------------------------------------------------------------
+# 原地刷新与全文
+# ---------------------------------------------------------------------------
+
+
+def test_update_reuses_one_display_id(shell):
+    sh, pub = shell
+    msgs = one_turn()[:2]
+    view = show_messages(msgs, title="第一轮")
+    assert len(pub.outputs) == 1
+    first = pub.outputs[0]
+    display_id = first["transient"]["display_id"]
+    assert display_id == view.display_id and first["update"] is False
+    assert "text/html" in first["data"] and "text/plain" in first["data"]
+    assert "第一轮" in first["data"]["text/html"]
+
+    msgs.extend(one_turn()[2:])  # 同一个列表往后追加
+    view.update()
+    view.update()
+    assert len(pub.outputs) == 3
+    for out in pub.outputs[1:]:
+        assert out["transient"]["display_id"] == display_id
+        assert out["update"] is True
+    assert len(rows_of(pub.outputs[-1]["data"]["text/html"])) == 5
+
+    # 同一格里再显示一次（比如 show_messages 写在最后一行）：只原地刷新，不多出一张
+    display(view)
+    assert pub.outputs[-1]["update"] is True
+    assert pub.outputs[-1]["transient"]["display_id"] == display_id
+
+    # 在后面的格子里显示：那里出现一张新的活表
+    sh.execution_count += 1
+    display(view)
+    assert pub.outputs[-1]["update"] is False
+    assert view.display_id != display_id
+
+
+def test_update_can_switch_to_a_new_list(shell):
+    _, pub = shell
+    view = show_messages([])
+    view.update(one_turn())
+    assert len(rows_of(pub.outputs[-1]["data"]["text/html"])) == 5
+    assert pub.outputs[-1]["update"] is True
+
+
+def test_without_ipython_prints_text(capsys):
+    if InteractiveShell.initialized():
+        pytest.skip("这个测试需要在没有 IPython shell 的进程里运行")
+    msgs = one_turn()[:2]
+    view = show_messages(msgs)
+    msgs.append({"role": "assistant", "content": "好"})
+    view.update()
+    out = capsys.readouterr().out
+    assert out.count("共 2 条消息") == 1 and out.count("共 3 条消息") == 1
+
+
+def test_detail_shows_full_text(capsys):
+    long = "第一行\n" + "很长的输出 " * 2000
+    msgs = one_turn()
+    msgs[3] = {"role": "tool", "tool_call_id": "call_001", "content": long}
+    MessagesView(msgs).detail(3)
+    out = capsys.readouterr().out
+    assert '"tool_call_id": "call_001"' in out
+    assert "很长的输出" in out and "\\u" not in out  # 中文原样显示
+    assert long in out  # 多行内容另外打印原文
+    MessagesView(msgs).detail(-1)
+    assert "有两个" in capsys.readouterr().out
