@@ -31,7 +31,7 @@ def parse_arguments(raw):
     """把 `function.arguments` 这个 JSON 字符串变成 dict；不合格就抛 ToolInputError。"""
     try:
         value = json.loads(raw)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ToolInputError(f"arguments 不是合法的 JSON：{exc}") from None
     if not isinstance(value, dict):
         raise ToolInputError(f"arguments 应当是 JSON 对象，实际是 {type(value).__name__}")

@@ -130,7 +130,7 @@ def test_failed_model_call_leaves_messages_untouched(workspace):
 
 def test_parse_arguments():
     assert parse_arguments('{"command": "ls"}') == {"command": "ls"}
-    for bad in ['{"command": "ls"', "", None, "[1]", "3"]:
+    for bad in ['{"command": "ls"', "", None, "[1]", "3", "[" * 100_000]:
         with pytest.raises(ToolInputError):
             parse_arguments(bad)
 

@@ -1,0 +1,218 @@
+"""课程作业：用 nbgrader 生成学生版、批量自动评分。
+
+    python coursework/course.py release   [--out release]
+    python coursework/course.py autograde SUBMISSIONS [--out grades] [--jobs N]
+
+`notebooks/` 里是教师版（带参考答案和隐藏测试）。`release` 把它们交给 nbgrader 的
+generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试被删掉，结果放进 `--out`。
+
+`autograde` 读取 `SUBMISSIONS/<学号>/<笔记本>.ipynb`，在干净的环境里（强制假模型、没有密钥）
+执行并评分，写出：
+
+- `grades.csv`：每个学生每本笔记本一行（学号、笔记本、得分、满分）；
+- `summary.csv`：每个学生一行，总分和各本笔记本的得分；
+- `feedback/<学号>/<笔记本>.html`：nbgrader 生成的逐题反馈。
+
+学生多时用 `--jobs` 并行：每个进程有自己的课程目录和成绩库，互不加锁，最后合并。
+"""
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# nbgrader 会按名字调用 alembic：把当前解释器所在的 bin/Scripts 目录放到 PATH 最前面，
+# 这样不激活虚拟环境、直接用 .venv/bin/python 运行也能找到它。
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+NOTEBOOKS = ROOT / "notebooks"
+ASSIGNMENT = "agent_loop"
+
+
+def _clean_env():
+    """评分时的环境：假模型、没有任何密钥或端点设置。"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "HARNESS_"))}
+    env["HARNESS_MODE"] = "fake"
+    return env
+
+
+def _config(course: Path, timeout: int):
+    from traitlets.config import Config
+
+    c = Config()
+    c.CourseDirectory.root = str(course)
+    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    c.CourseDirectory.course_id = ASSIGNMENT
+    c.Execute.timeout = timeout
+    c.Execute.allow_errors = True
+    c.Execute.interrupt_on_timeout = True
+    return c
+
+
+def _api(course: Path, timeout: int = 120):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    config = _config(course, timeout)
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def _check(result, what):
+    if not result.get("success"):
+        sys.stderr.write(result.get("log", "") + "\n" + result.get("error", "") + "\n")
+        raise SystemExit(f"nbgrader {what} 失败（日志见上）")
+
+
+def _prepare_course(course: Path, notebooks):
+    source = course / "source" / ASSIGNMENT
+    source.mkdir(parents=True, exist_ok=True)
+    for nb in notebooks:
+        shutil.copy2(nb, source / nb.name)
+    api = _api(course)
+    _check(api.generate_assignment(ASSIGNMENT, force=True, create=True), "generate_assignment")
+    return api
+
+
+def instructor_notebooks():
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def release(out: Path, notebooks=None) -> list:
+    """生成学生版到 out，返回生成的文件列表。"""
+    notebooks = notebooks or instructor_notebooks()
+    with tempfile.TemporaryDirectory(prefix="course-") as tmp:
+        course = Path(tmp)
+        _prepare_course(course, notebooks)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for nb in sorted((course / "release" / ASSIGNMENT).glob("*.ipynb")):
+            shutil.copy2(nb, out / nb.name)
+            written.append(out / nb.name)
+    return written
+
+
+def _student_ids(submissions: Path):
+    ids = sorted(p.name for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not ids:
+        raise SystemExit(f"{submissions} 里没有学生文件夹（应为 SUBMISSIONS/<学号>/<笔记本>.ipynb）")
+    return ids
+
+
+def _grade_group(submissions: Path, students, workdir: Path, timeout: int):
+    """在一个独立的课程目录里给一组学生评分，返回成绩行。"""
+    from nbgrader.api import MissingEntry
+
+    notebooks = instructor_notebooks()
+    api = _prepare_course(workdir, notebooks)
+    rows = []
+    for sid in students:
+        target = workdir / "submitted" / sid / ASSIGNMENT
+        target.mkdir(parents=True, exist_ok=True)
+        for nb in (submissions / sid).glob("*.ipynb"):
+            shutil.copy2(nb, target / nb.name)
+        result = api.autograde(ASSIGNMENT, sid, force=True, create=True)
+        if not result.get("success"):
+            sys.stderr.write(f"[{sid}] 自动评分出错：\n{result.get('error', '')}\n")
+        api.generate_feedback(ASSIGNMENT, sid, force=True)
+        with api.gradebook as gb:
+            for nb in notebooks:
+                name = nb.stem
+                max_score = gb.find_notebook(name, ASSIGNMENT).max_score
+                try:
+                    score = gb.find_submission_notebook(name, ASSIGNMENT, sid).score
+                except MissingEntry:
+                    score = 0.0
+                rows.append({"student": sid, "notebook": name,
+                             "score": float(score), "max_score": float(max_score)})
+    return rows
+
+
+def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120):
+    """给 submissions 里的全部学生评分，把成绩表和反馈写进 out。返回成绩行。"""
+    students = _student_ids(submissions)
+    jobs = max(1, min(jobs, len(students)))
+    groups = [students[i::jobs] for i in range(jobs)]
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="grading-") as tmp:
+        tmp = Path(tmp)
+        if jobs == 1:
+            rows = _grade_group(submissions, groups[0], tmp / "g0", timeout)
+        else:
+            procs = []
+            for i, group in enumerate(groups):
+                rows_file = tmp / f"rows{i}.csv"
+                cmd = [sys.executable, __file__, "_group", str(submissions), str(tmp / f"g{i}"),
+                       str(rows_file), str(timeout), *group]
+                procs.append((subprocess.Popen(cmd, env=_clean_env()), rows_file))
+            rows = []
+            for proc, rows_file in procs:
+                if proc.wait() != 0:
+                    raise SystemExit("有一个评分进程失败了（日志见上）")
+                with rows_file.open(encoding="utf-8") as f:
+                    rows += [dict(r, score=float(r["score"]), max_score=float(r["max_score"]))
+                             for r in csv.DictReader(f)]
+        for feedback in tmp.glob("g*/feedback/*/" + ASSIGNMENT):
+            dest = out / "feedback" / feedback.parent.name
+            shutil.copytree(feedback, dest, dirs_exist_ok=True)
+    rows.sort(key=lambda r: (r["student"], r["notebook"]))
+    _write_tables(rows, out)
+    return rows
+
+
+def _write_rows(rows, path: Path):
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=["student", "notebook", "score", "max_score"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _write_tables(rows, out: Path):
+    _write_rows(rows, out / "grades.csv")
+    notebooks = sorted({r["notebook"] for r in rows})
+    by_student = {}
+    for r in rows:
+        by_student.setdefault(r["student"], {})[r["notebook"]] = r["score"]
+    total_max = sum({r["notebook"]: r["max_score"] for r in rows}.values())
+    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "total", "max_total", *notebooks])
+        for sid, scores in sorted(by_student.items()):
+            writer.writerow([sid, sum(scores.values()), total_max, *(scores.get(n, 0.0) for n in notebooks)])
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "_group":  # 并行评分时的子进程入口
+        submissions, workdir, rows_file, timeout, *students = argv[1:]
+        rows = _grade_group(Path(submissions), students, Path(workdir), int(timeout))
+        _write_rows(rows, Path(rows_file))
+        return 0
+    parser = argparse.ArgumentParser(description="用 nbgrader 生成学生版、自动评分")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_rel = sub.add_parser("release", help="生成学生版（答案换成占位、删去隐藏测试）")
+    p_rel.add_argument("--out", type=Path, default=ROOT / "release")
+    p_grade = sub.add_parser("autograde", help="给 SUBMISSIONS/<学号>/*.ipynb 自动评分")
+    p_grade.add_argument("submissions", type=Path)
+    p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
+    p_grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p_grade.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
+    args = parser.parse_args(argv)
+    if args.command == "release":
+        for path in release(args.out):
+            print(path)
+        return 0
+    os.environ.update(_clean_env())
+    for key in [k for k in os.environ if k.startswith("OPENAI_")]:
+        del os.environ[key]
+    rows = autograde(args.submissions.resolve(), args.out, jobs=args.jobs, timeout=args.timeout)
+    print(f"已评分 {len({r['student'] for r in rows})} 名学生，成绩表：{args.out / 'grades.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
