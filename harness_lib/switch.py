@@ -195,6 +195,9 @@ def explain_error(exc, key=None) -> str:
         words = _server_words(exc)
     elif isinstance(exc, SwitchConfigError):
         head = str(exc)
+    elif isinstance(exc, UnicodeEncodeError):
+        head = ("密钥或 base_url 里有非 ASCII 字符，请求头发不出去。常见原因：复制时带上了中文、"
+                "全角字符或不可见的空白。请重新粘贴纯英文、数字组成的密钥。")
     else:
         head = f"出错了：{type(exc).__name__}: {_first_line(exc)}"
     text = head + (f" 服务器原话：{words}" if words else "")

@@ -355,3 +355,22 @@ def test_redact():
     assert redact("no key here", None) == "no key here"
     assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
     assert redact("right and wrong", ["right"]) == "*** and wrong"
+
+
+def test_non_ascii_key_is_explained_without_the_key():
+    """复制密钥时带上了全角字符：SDK 抛 UnicodeEncodeError，要有一句中文解释。"""
+    import openai
+
+    from harness_lib.server import start_server
+    from harness_lib.switch import explain_error
+
+    key = "sk-密钥１２３４５６"
+    with start_server(api_key="right") as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+        try:
+            client.chat.completions.create(model="fake-agent-1", messages=[{"role": "user", "content": "hi"}])
+        except Exception as exc:  # noqa: BLE001
+            text = explain_error(exc, key)
+        else:
+            raise AssertionError("非 ASCII 的密钥应当发不出去")
+    assert "非 ASCII" in text and key not in text
