@@ -70,15 +70,32 @@ def release_dir(tmp_path_factory):
     return out
 
 
+def _strip_regions(src):
+    """去掉答案区和隐藏测试区，剩下学生本来就能看到的部分。"""
+    src = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "", src, flags=re.S)
+    return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", src, flags=re.S)
+
+
 def test_release_has_no_solutions_and_no_hidden_tests(release_dir):
     for path in notebook_paths():
+        cells = _cells(path)
+        released_cells = {_nbg(c).get("grade_id"): "".join(c["source"])
+                          for c in _cells(release_dir / path.name) if _nbg(c)}
         released = (release_dir / path.name).read_text(encoding="utf-8")
-        for cell in _cells(path):
+        public = "\n".join(_strip_regions("".join(c["source"])) for c in cells)
+        for cell in cells:
             src = "".join(cell["source"])
-            for line in _between(src, "BEGIN SOLUTION", "END SOLUTION"):
-                assert line not in released, f"{path.name} 的学生版里还有答案：{line}"
-            for line in _between(src, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
-                assert line not in released, f"{path.name} 的学生版里还有隐藏测试：{line}"
+            secret = (_between(src, "BEGIN SOLUTION", "END SOLUTION")
+                      + _between(src, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
+            gid = _nbg(cell).get("grade_id")
+            visible = _strip_regions(src)
+            for line in secret:
+                # 对应的格子里一行都不能剩（可见部分本来就有的同一行除外）
+                if line not in visible:
+                    assert line not in released_cells.get(gid, ""), f"{path.name}:{gid} 学生版里还有：{line}"
+                # 只在答案或隐藏测试里出现过的行，整本学生版里都不能有
+                if line not in public:
+                    assert line not in released, f"{path.name} 学生版里还有：{line}"
         assert "NotImplementedError" in released
         for marker in MARKERS:
             assert marker not in released
