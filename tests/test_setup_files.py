@@ -30,7 +30,10 @@ def _env_pip_list():
                     break
                 continue
             indent = len(m.group(1))
-            items.append(m.group(2).strip("'\""))
+            item = m.group(2)
+            if len(item) > 1 and item[0] == item[-1] and item[0] in "'\"":
+                item = item[1:-1]  # 去掉整条外面的引号，不动条目内部的引号
+            items.append(item)
     return items
 
 
