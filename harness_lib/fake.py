@@ -569,6 +569,27 @@ def _fallback(model: str) -> str:
 _GREETING_TEXT = "你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。"
 
 
+_OUTPUT_SIGNS = (".py", "/", "No such file", "cannot access", "找不到", "File Not Found")
+
+
+def _pasted_back(msgs: list[dict], commands: dict[str, str]) -> str | None:
+    """最后两条是“助手用文字建议命令 → 用户贴回输出”时，返回那条命令，否则 None。"""
+    if len(msgs) < 2 or msgs[-1].get("role") != "user":
+        return None
+    prev = msgs[-2]
+    if prev.get("role") != "assistant" or prev.get("tool_calls"):
+        return None
+    pasted = _text_of(msgs[-1].get("content"))
+    # 只有看起来像命令输出的内容才算“贴回结果”，“谢谢”之类的闲聊不算
+    if not ("\n" in pasted or any(s in pasted for s in _OUTPUT_SIGNS)):
+        return None
+    text = _text_of(prev.get("content"))
+    for command in commands.values():
+        if f"\n    {command}\n" in text:
+            return command
+    return None
+
+
 def _tool_names(tools: list[dict]) -> list[str]:
     return [t["function"]["name"] for t in tools]
 
@@ -628,6 +649,11 @@ def _default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model:
                 kind = intent if intent in commands else None
             parts.append(_summary(kind, command, _text_of(r.get("content"))))
         return text_reply("\n\n".join(parts))
+
+    suggested = _pasted_back(msgs, commands) if "bash" not in names else None
+    if suggested is not None:
+        # 上一条回复建议了命令、这一条用户消息贴回了结果：像对待工具结果一样总结它
+        return text_reply(_summary(_intent_of_command(suggested, commands), suggested, last_user))
 
     if intent in commands:
         if "bash" in names:

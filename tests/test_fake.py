@@ -516,3 +516,21 @@ def test_types_are_the_real_openai_classes():
     assert type(response) is ChatCompletion
     assert type(response.choices[0].message) is ChatCompletionMessage
     assert type(response.choices[0].message.tool_calls[0]) is ChatCompletionMessageFunctionToolCall
+
+
+def test_pasted_back_output_is_summarised_without_tools():
+    """01 的“人工搬运”：模型用文字建议命令，人运行后把输出贴回来，假模型据此回答。"""
+    from harness_lib import FakeClient
+
+    client = FakeClient()
+    messages = [{"role": "user", "content": "帮我看看当前目录里有哪些 Python 文件"}]
+    first = client.chat.completions.create(model="fake-agent-1", messages=messages)
+    messages.append(first.choices[0].message.model_dump(exclude_none=True))
+    messages.append({"role": "user", "content": "我运行了，输出是：\napp.py\nutils.py"})
+    answer = client.chat.completions.create(model="fake-agent-1", messages=messages)
+    text = answer.choices[0].message.content
+    assert "app.py" in text and "utils.py" in text and "可以在终端里运行" not in text
+    # 闲聊不算贴回结果
+    messages[-1] = {"role": "user", "content": "谢谢，再见"}
+    chat = client.chat.completions.create(model="fake-agent-1", messages=messages)
+    assert "app.py" not in chat.choices[0].message.content
