@@ -13,6 +13,7 @@
   截断点落在完整字符上，结果（连同说明文字）不超过 `max_chars` 个字符。
 - 先按 UTF-8 解码，不行再用控制台/区域设置的编码，最后用替换字符兜底。
 - 设置 `PAGER=cat`、`GIT_EDITOR=false` 等环境变量，分页器和编辑器不会卡住。
+- 不把模型的密钥 `OPENAI_API_KEY` 交给命令：模型让我们跑 `env` 时，密钥不会跟着工具结果回到 `messages`。
 - 操作系统层面的错误（目录不存在、找不到 shell）以中文文字返回，不抛异常。
 
 平台差异：
@@ -68,6 +69,9 @@ _CHUNK = 1 << 16  # 每次从管道读取的字节数
 # 让分页器直接输出、让编辑器立刻失败、让 git 不向终端要密码。
 _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_EDITOR": "false", "EDITOR": "false",
               "VISUAL": "false", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb"}
+
+# 不传给命令的环境变量：模型的密钥只给执行框架自己用，命令的输出会原样交回模型。
+_HIDDEN_ENV = {"OPENAI_API_KEY"}
 
 
 def list_py_command() -> str:
@@ -257,7 +261,7 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
     """
     if not isinstance(command, str):
         return f"[错误：command 应该是字符串，收到的是 {type(command).__name__}]"
-    env = {**os.environ, **_QUIET_ENV}
+    env = {**{k: v for k, v in os.environ.items() if k.upper() not in _HIDDEN_ENV}, **_QUIET_ENV}
     common = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.STDOUT, cwd=cwd, env=env)
     try:
