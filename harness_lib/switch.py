@@ -495,8 +495,11 @@ class ModelSwitch:
             raise SwitchConfigError(f"base_url 应当以 http:// 或 https:// 开头，现在是 {base_url!r}。")
         if not model:
             raise SwitchConfigError("模型名是空的：请在「模型名」框里填上服务商给的模型名。")
+        env_url = (self._environ.get("OPENAI_BASE_URL") or "").strip().rstrip("/")
         if self._typed_key:
             key = self._typed_key
+        elif self._env_key() and env_url and base_url.rstrip("/") == env_url:
+            key = self._env_key()  # 环境变量里的密钥本来就是给这个地址的（例如加了 --api-key 的本地服务）
         elif not self._needs_key(base_url):
             key = NO_KEY
         elif self._env_key():

@@ -374,3 +374,19 @@ def test_non_ascii_key_is_explained_without_the_key():
         else:
             raise AssertionError("非 ASCII 的密钥应当发不出去")
     assert "非 ASCII" in text and key not in text
+
+
+def test_env_key_goes_to_the_env_base_url_even_on_loopback():
+    """OPENAI_BASE_URL 指向一个要密钥的本地服务时，切换器要把环境里的密钥发给它。"""
+    from harness_lib.server import start_server
+    from harness_lib.switch import ModelSwitch
+
+    with start_server(api_key="local-secret") as server:
+        env = {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url,
+               "OPENAI_API_KEY": "local-secret", "HARNESS_MODEL": "fake-agent-1"}
+        switch = ModelSwitch(environ=env)
+        assert switch.test_connection().startswith("✅")
+        # 换成另一个本地地址：环境里的密钥不该被发过去
+        switch.base_url_text.value = "http://127.0.0.1:9/v1"
+        _, _ = switch.current()
+        assert switch.client.api_key != "local-secret"
