@@ -151,7 +151,7 @@ def _rows(messages) -> list[Mapping]:
 def messages_frame(messages):
     """把消息列表变成 `pandas.DataFrame`，每条消息一行。
 
-    列依次是 `pos`（从 0 开始的位置，与 `messages[i]` 一致）、`role`、`content`（前 60 个字符的预览，
+    索引是 `pos`（从 0 开始的位置，与 `messages[i]` 一致），列依次是 `role`、`content`（前 60 个字符的预览，
     换行显示为 ⏎）、`tool_calls`（每个调用写成 `name(arguments) [id]`，多个用换行连接）、
     `tool_call_id`（没有则为空串）。dict 和 SDK 对象都可以。
     """
@@ -168,7 +168,8 @@ def messages_frame(messages):
         ],
         "tool_call_id": [str(r.get("tool_call_id") or "") for r in rows],
     }
-    return pd.DataFrame(data, columns=COLUMNS)
+    # 位置做索引：显示时只有一列编号，和实时消息表的 pos 列一致
+    return pd.DataFrame(data, columns=COLUMNS).set_index("pos")
 
 
 # ---------------------------------------------------------------------------
@@ -345,7 +346,7 @@ def messages_html(messages, title: str | None = None) -> str:
         '<table style="border-collapse:collapse;width:100%;margin:0;'
         'font-size:12.5px;color:#1f2328">'
         "<thead><tr>"
-        + "".join(f"<th {_TH}>{h}</th>" for h in ["#", "role", "content", "tool_calls", "tool_call_id"])
+        + "".join(f"<th {_TH}>{h}</th>" for h in COLUMNS)
         + "</tr></thead><tbody>"
     )
     if not rows:

@@ -61,8 +61,10 @@ def shell():
 
 def test_frame_columns_and_values_for_dicts():
     df = messages_frame(one_turn())
-    assert list(df.columns) == COLUMNS == ["pos", "role", "content", "tool_calls", "tool_call_id"]
-    assert df["pos"].tolist() == [0, 1, 2, 3, 4]
+    assert COLUMNS == ["pos", "role", "content", "tool_calls", "tool_call_id"]
+    assert df.index.name == "pos" and list(df.columns) == COLUMNS[1:]
+    assert df.index.tolist() == [0, 1, 2, 3, 4]
+    assert list(df.reset_index().columns) == COLUMNS
     assert df["role"].tolist() == ["system", "user", "assistant", "tool", "assistant"]
     assert df.loc[2, "content"] == ""  # None 显示为空
     assert df.loc[2, "tool_calls"] == 'bash({"command": "ls *.py"}) [call_001]'
@@ -189,7 +191,7 @@ def test_full_text_is_capped():
 
 def test_empty_list():
     assert "还没有消息" in messages_html([])
-    assert messages_frame([]).shape == (0, 5)
+    assert messages_frame([]).shape == (0, 4)
     assert "还没有消息" in repr(MessagesView([]))
 
 
@@ -204,7 +206,7 @@ def test_1000_messages_render():
     html = view._repr_html_()
     assert len(rows_of(html)) == 1000
     assert "共 1000 条消息" in html and "⚠" not in html
-    assert view.frame().shape == (1000, 5)
+    assert view.frame().shape == (1000, 4)
     assert "共 1000 条消息" in repr(view)
 
 
