@@ -5,14 +5,17 @@
 - `SYSTEM`、`TOOLS`：03_one_request（原文第三节，第一、二步）；
 - `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`bash_handler`、
   `HANDLERS`、`execute_tool_call`：04_failure_paths（原文第三节末尾的失败分支）；
-- `agent_loop`、`check_transcript`：05_limits（原文第四节）。
+- `agent_loop`、`check_transcript`：05_limits（原文第四节）。`agent_loop` 通过
+  `harness_lib.errors.call_model` 调模型，端点出错时抛出简短的 `EndpointError`（07_endpoint_faults 细讲）。
 
 这里只放笔记本讲过的东西；假模型、消息表、切换器、执行器各在自己的模块里。
 """
 
 import json
+import time
 
 from .bash import BASH_TOOL, run_bash
+from .errors import call_model
 
 SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；拿到结果后，用简短的中文回答。"
 
@@ -74,20 +77,23 @@ def execute_tool_call(tool_call, handlers):
         return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
 
 
-def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
-               system=SYSTEM, max_turns=10, on_turn=None):
+def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
+               max_turns=10, max_tokens_total=None, max_seconds=None, on_turn=None):
     """改进后的循环：就地扩展 messages，返回最后一条回答的文字。
 
     每一轮先把 assistant 消息和它的全部 tool 消息攒在 `turn` 里，再一次性追加，
-    所以模型调用失败或被中断时，messages 保持上一轮结束时的样子。
+    所以模型调用失败（`EndpointError`）或被中断时，messages 保持上一轮结束时的样子。
+    三种停法都只在两轮之间发生：跑满 `max_turns` 轮；本次运行用掉的 token 超过
+    `max_tokens_total`；运行时间超过 `max_seconds` 秒（每次调模型之前检查）。
     """
+    started = time.monotonic()
+    tokens = 0
     for _ in range(max_turns):
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
         prefix = [{"role": "system", "content": system}] if system else []
-        response = client.chat.completions.create(
-            model=model,
-            messages=[*prefix, *messages],
-            tools=tools,
-        )
+        response = call_model(client, model=model, messages=[*prefix, *messages], tools=tools)
+        tokens += response.usage.total_tokens if response.usage else 0
         message = response.choices[0].message
         turn = [message.model_dump(exclude_none=True)]
         for tool_call in message.tool_calls or []:
@@ -101,6 +107,8 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
             on_turn(messages)
         if not message.tool_calls:
             return message.content or ""
+        if max_tokens_total is not None and tokens > max_tokens_total:
+            return f"[已用掉 {tokens} 个 token，超过预算 {max_tokens_total}，循环停止；messages 仍然完整，可以接着再跑]"
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
 

@@ -1,0 +1,331 @@
+"""端点故障：本机故障服务器 + 真正的 openai.OpenAI 客户端 + agent_loop，不用替身。
+
+每种故障都走真实的 HTTP：agent_loop 抛出正确类别的 EndpointError，原始异常在 `.original`，
+messages 一个字都不变，说明是中文且不含密钥；换成好的客户端后，同一份 messages 接着跑。
+"""
+
+import copy
+import logging
+import time
+
+import openai
+import pytest
+
+from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
+from harness_lib.errors import RETRY_POLICY, EndpointError, call_model, collect_stream, from_sdk
+from harness_lib.fake import api_error
+from harness_lib.faults import FAULTS, closed_port_url, free_port, start_fault_server
+from harness_lib.loop import TOOLS
+from harness_lib.switch import client_from_env
+
+SENTINEL = "SENTINEL-key-8f3a9c27d1e5"  # 假密钥：任何输出里都不许出现它
+MODEL = "fake-agent-1"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_fault_server(delay=5) as srv:
+        yield srv
+
+
+def _client(server, fault, *, retries=0, timeout=0.5, key=SENTINEL):
+    return openai.OpenAI(base_url=server.url(fault), api_key=key, max_retries=retries, timeout=timeout)
+
+
+def _conversation():
+    """已经完整跑完一轮的对话，再加一个新问题：失败时它不能被动一下。"""
+    return [
+        {"role": "user", "content": "你好"},
+        {"role": "assistant", "content": "你好！"},
+        {"role": "user", "content": "列出当前目录中的 Python 文件"},
+    ]
+
+
+def _quiet_handlers():
+    seen = []
+    return seen, {"bash": lambda args: seen.append(args["command"]) or f"执行了 {args['command']}"}
+
+
+def _assert_clean(err):
+    """说明是中文，密钥（及其长片段）不出现在 str、repr、IPython 的简短调用栈里。"""
+    rendered = "\n".join(err._render_traceback_())
+    for text in (str(err), repr(err), rendered, err.explanation):
+        assert SENTINEL not in text
+        assert SENTINEL[:8] not in text and SENTINEL[-6:] not in text
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in err.explanation)
+    assert rendered.startswith(f"EndpointError（{err.kind}）")
+
+
+CASES = [
+    # 故障名, 类别, 原始异常类型（None 表示 SDK 没有抛异常，是我们看出来的）, 收到的请求数
+    ("auth", "auth", openai.AuthenticationError, 1),
+    ("permission", "permission", openai.PermissionDeniedError, 1),
+    ("not_found", "not_found", openai.NotFoundError, 1),
+    ("rate_limit", "rate_limit", openai.RateLimitError, 1),
+    ("server", "server", openai.InternalServerError, 1),
+    ("unavailable", "server", openai.InternalServerError, 1),
+    ("timeout", "timeout", openai.APITimeoutError, 1),
+    ("connection", "connection", openai.APIConnectionError, 0),
+    ("html", "bad_response", None, 1),
+    ("not_json", "bad_response", ValueError, 1),
+    ("no_choices", "no_choices", None, 1),
+]
+
+
+def test_every_fault_has_a_case():
+    assert {c[0] for c in CASES} | {"ok", "stream_cut"} == set(FAULTS)
+
+
+@pytest.mark.parametrize("fault, kind, original, hits", CASES, ids=[c[0] for c in CASES])
+def test_fault_raises_endpoint_error_and_leaves_messages(server, fault, kind, original, hits):
+    messages = _conversation()
+    before = copy.deepcopy(messages)
+    server.reset()
+    started = time.monotonic()
+    with pytest.raises(EndpointError) as info:
+        agent_loop(messages, client=_client(server, fault), model=MODEL)
+    err = info.value
+    assert err.kind == kind
+    if original is None:
+        assert err.original is None
+    else:
+        assert isinstance(err.original, original)
+        assert err.__cause__ is err.original
+    assert messages == before, "失败的调用不能改动 messages"
+    assert server.hits[fault] == hits
+    assert time.monotonic() - started < 3, "短超时、不重试时应当很快失败"
+    _assert_clean(err)
+
+    # 修好以后（换成好的客户端），同一份 messages 接着跑
+    seen, handlers = _quiet_handlers()
+    fixed = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls *.py"})), text_reply("有 app.py")])
+    answer = agent_loop(messages, client=fixed, model=MODEL, handlers=handlers)
+    assert answer == "有 app.py"
+    assert messages[:3] == before and [m["role"] for m in messages[3:]] == ["assistant", "tool", "assistant"]
+    assert seen == ["ls *.py"]
+    check_request(messages, TOOLS)
+
+
+def test_rerun_against_a_good_http_endpoint_continues(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("print(1)\n", encoding="utf-8")
+    messages = _conversation()
+    with pytest.raises(EndpointError):
+        agent_loop(messages, client=_client(server, "unavailable"), model=MODEL)
+    answer = agent_loop(messages, client=_client(server, "ok"), model=MODEL)
+    assert "app.py" in answer
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("fault", ["rate_limit", "server", "unavailable"])
+def test_retryable_faults_are_retried_visibly(server, fault, caplog):
+    server.reset()
+    caplog.set_level(logging.INFO, logger="openai")
+    messages = _conversation()
+    with pytest.raises(EndpointError) as info:
+        agent_loop(messages, client=_client(server, fault, retries=2), model=MODEL)
+    assert server.hits[fault] == 3, "max_retries=2：一次请求加两次重试"
+    assert [row["第几次尝试"] for row in server.log] == [1, 2, 3]
+    retry_lines = [r.getMessage() for r in caplog.records if r.name.startswith("openai") and "Retrying" in r.getMessage()]
+    assert len(retry_lines) == 2 and "retry 2 of 2" in retry_lines[-1]
+    assert "重试了 2 次" in info.value.explanation
+    assert messages == _conversation()
+
+
+@pytest.mark.parametrize("fault", ["auth", "permission", "not_found"])
+def test_client_errors_are_not_retried(server, fault):
+    server.reset()
+    with pytest.raises(EndpointError) as info:
+        call_model(_client(server, fault, retries=2), model=MODEL, messages=_conversation())
+    assert server.hits[fault] == 1
+    assert "重试" not in info.value.explanation
+
+
+def test_retry_after_header_is_sent(server):
+    import httpx2
+
+    response = httpx2.post(server.url("rate_limit") + "/chat/completions", json={"model": MODEL})
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "0" and int(response.headers["retry-after-ms"]) > 0
+
+
+def test_retry_policy_matches_the_switch():
+    try:
+        client, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                     "OPENAI_API_KEY": SENTINEL, "HARNESS_MODEL": MODEL})
+        assert client.max_retries == RETRY_POLICY["max_retries"] == 2
+        assert client.timeout == RETRY_POLICY["timeout"] == 60
+    finally:
+        client_from_env({"HARNESS_MODE": "fake"})  # 切换器会记下“当前端点”：测完换回假模型
+
+
+def test_auth_error_echo_is_redacted(server):
+    with pytest.raises(EndpointError) as info:
+        call_model(_client(server, "auth"), model=MODEL, messages=_conversation())
+    # 服务器的原话回显了密钥的开头和结尾，原始异常里有；我们的说明里没有
+    assert SENTINEL[:8] in str(info.value.original)
+    assert "服务器原话" in info.value.explanation
+    _assert_clean(info.value)
+
+
+def test_non_ascii_key_is_explained_without_the_key(server):
+    bad_key = "sk-密钥" + SENTINEL
+    messages = _conversation()
+    with pytest.raises(EndpointError) as info:
+        agent_loop(messages, client=_client(server, "ok", key=bad_key), model=MODEL)
+    assert info.value.kind == "auth" and isinstance(info.value.original, UnicodeEncodeError)
+    assert "非 ASCII" in info.value.explanation
+    _assert_clean(info.value)
+    assert messages == _conversation()
+
+
+def test_bad_request_passes_through_unchanged(server):
+    """400 说明是我们自己的请求不合格：原样抛出 openai.BadRequestError（03、04 教过怎样读它）。"""
+    broken = [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]
+    with pytest.raises(openai.BadRequestError):
+        agent_loop(broken, client=_client(server, "ok"), model=MODEL)
+    err = from_sdk(api_error(400, "Invalid parameter: messages with role 'tool' ..."), SENTINEL)
+    assert err.kind == "bad_request" and "HTTP 400" in err.explanation
+
+
+def test_from_sdk_kinds_offline():
+    request = api_error(500, "x").request
+    cases = {
+        "auth": api_error(401, f"Incorrect API key provided: {SENTINEL}"),
+        "permission": api_error(403, "no"),
+        "not_found": api_error(404, "no"),
+        "rate_limit": api_error(429, "slow down"),
+        "server": api_error(502, "bad gateway"),
+        "bad_request": api_error(422, "bad"),
+        "other": api_error(409, "conflict"),
+        "timeout": openai.APITimeoutError(request=request),
+        "connection": openai.APIConnectionError(request=request),
+    }
+    for kind, exc in cases.items():
+        err = from_sdk(exc, SENTINEL)
+        assert err.kind == kind and err.original is exc, kind
+        _assert_clean(err)
+    assert from_sdk(RuntimeError("?")).kind == "other"
+    same = EndpointError("timeout", "已经是")
+    assert from_sdk(same) is same
+
+
+def test_mid_run_failure_keeps_complete_turns():
+    """脚本模式：第一轮正常（工具调用 + 结果），第二次调模型时被限流。"""
+    seen, handlers = _quiet_handlers()
+    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"})), api_error(429, "slow down")])
+    messages = [{"role": "user", "content": "看看目录"}]
+    turns = []
+    with pytest.raises(EndpointError) as info:
+        agent_loop(messages, client=client, model=MODEL, handlers=handlers, on_turn=lambda m: turns.append(len(m)))
+    assert info.value.kind == "rate_limit"
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"] and turns == [3]
+    check_request(messages, TOOLS)
+    answer = agent_loop(messages, client=FakeClient(script=[text_reply("目录里有 app.py")]), model=MODEL,
+                        handlers=handlers)
+    assert answer == "目录里有 app.py" and len(messages) == 4
+
+
+def _endless(n=10):
+    return FakeClient(script=[tool_reply(tool_call("bash", {"command": f"echo {i}"})) for i in range(n)])
+
+
+def test_token_budget_stops_between_turns():
+    seen, handlers = _quiet_handlers()
+    client = _endless()
+    messages = [{"role": "user", "content": "一直检查"}]
+    answer = agent_loop(messages, client=client, model=MODEL, handlers=handlers, max_tokens_total=250)
+    assert "预算" in answer and "250" in answer
+    assert messages[-1]["role"] == "tool" and 1 <= len(seen) < 10
+    assert client.script_remaining == 10 - len(seen)
+    check_request(messages, TOOLS)
+    # 预算按一次运行计：接着跑，又有新的预算
+    before = len(seen)
+    agent_loop(messages, client=client, model=MODEL, handlers=handlers, max_turns=1)
+    assert len(seen) == before + 1
+
+
+def test_token_budget_counts_usage_over_http(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    answer = agent_loop(messages, client=_client(server, "ok"), model=MODEL, max_tokens_total=1)
+    assert "预算" in answer and [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    check_request(messages, TOOLS)
+
+
+def test_time_budget_is_checked_before_each_call():
+    def slow(args):
+        time.sleep(0.1)
+        return "好了"
+
+    client = _endless()
+    messages = [{"role": "user", "content": "慢慢检查"}]
+    answer = agent_loop(messages, client=client, model=MODEL, handlers={"bash": slow}, max_seconds=0.25)
+    assert "秒" in answer and "预算" in answer
+    calls = 10 - client.script_remaining
+    assert 2 <= calls <= 4
+    assert messages[-1]["role"] == "tool" and sum(m["role"] == "tool" for m in messages) == calls
+    check_request(messages, TOOLS)
+
+    untouched = [{"role": "user", "content": "x"}]
+    fresh = _endless()
+    assert "预算" in agent_loop(untouched, client=fresh, model=MODEL, max_seconds=-1)
+    assert untouched == [{"role": "user", "content": "x"}] and fresh.script_remaining == 10
+
+
+def test_stream_cut_is_silent_in_the_sdk_but_caught_by_collect_stream(server):
+    client = _client(server, "stream_cut")
+    chunks = list(client.chat.completions.create(model=MODEL, messages=_conversation(), stream=True))
+    assert chunks and all(c.choices[0].finish_reason is None for c in chunks), "SDK 读完了，也没报错"
+    stream = call_model(client, model=MODEL, messages=_conversation(), stream=True)
+    with pytest.raises(EndpointError) as info:
+        collect_stream(stream)
+    assert info.value.kind == "stream_cut" and "finish_reason" in info.value.explanation
+    _assert_clean(info.value)
+
+
+def test_collect_stream_rebuilds_text_and_tool_calls(server):
+    stream = call_model(_client(server, "ok"), model=MODEL, messages=[{"role": "user", "content": "你好"}],
+                        stream=True)
+    message, finish = collect_stream(stream)
+    assert finish == "stop" and message["role"] == "assistant" and "你好" in message["content"]
+
+    fake = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"}), tool_call("bash", {"command": "pwd"}))])
+    stream = fake.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], stream=True,
+                                          stream_options={"include_usage": True})
+    message, finish = collect_stream(stream)
+    assert finish == "tool_calls" and "content" not in message
+    assert [c["function"]["arguments"] for c in message["tool_calls"]] == ['{"command": "ls"}', '{"command": "pwd"}']
+    assert [c["id"] for c in message["tool_calls"]] == ["call_001", "call_002"]
+    check_request([{"role": "user", "content": "x"}, message,
+                   {"role": "tool", "tool_call_id": "call_001", "content": "a"},
+                   {"role": "tool", "tool_call_id": "call_002", "content": "b"}])
+
+
+def test_server_is_loopback_only_bounded_and_self_stopping():
+    with pytest.raises(ValueError):
+        start_fault_server(host="0.0.0.0")
+    with pytest.raises(ValueError):
+        start_fault_server("no_such_fault")
+    srv = start_fault_server("auth", lifetime=0.2)
+    assert srv.base_url.endswith("/auth/v1") and srv.base_url.startswith("http://127.0.0.1:")
+    deadline = time.monotonic() + 5
+    while not srv.closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.closed, "lifetime 到了应当自己停下"
+
+
+def test_timeout_fault_lets_go_when_closed():
+    srv = start_fault_server(delay=30)
+    client = openai.OpenAI(base_url=srv.url("timeout"), api_key="x", max_retries=0, timeout=0.3)
+    with pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(model=MODEL, messages=_conversation())
+    started = time.monotonic()
+    srv.close()
+    assert time.monotonic() - started < 3
+
+
+def test_closed_port_helpers():
+    port = free_port()
+    assert 0 < port < 65536
+    assert closed_port_url().startswith("http://127.0.0.1:")
