@@ -1,0 +1,362 @@
+"""流式输出：回复分成一块块到达，把它们拼回一条完整的助手消息。
+
+来源：`agent_loop_stream` 与 08_streaming（原文第三节的延伸）里标了
+`# harness_lib: save stream` 的那一格逐字一致（tests/test_sync.py 检查）。
+
+其余是辅助工具，笔记本直接导入使用：
+
+- `accumulate(chunks, on_delta=None)`：把流式块拼回助手消息，外加 `finish_reason` 和 `usage`；
+  流没有给出 `finish_reason` 就结束时抛出 `EndpointError("stream_cut", ...)`（SDK 自己不报错）；
+- `stream_turn(client, model, messages, tools=None, on_delta=None)`：流式地调用一次模型，
+  收齐后返回和非流式完全同类的 `ChatCompletion`，所以循环其余部分一个字都不用改；
+- `live_preview(view, messages)`：给 `on_delta` 用的回调，在消息表末尾显示一行“接收中”的临时助手消息，
+  但不往 `messages` 里放任何东西；
+- `CutStreamClient(client, after=...)`：演示用的包装，让流式回复只放出前几块就悄悄结束，
+  模拟连接中途断开。
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator
+
+import httpx2
+import openai
+from openai.types.chat import ChatCompletion
+
+from .errors import EndpointError, call_model
+from .loop import HANDLERS, SYSTEM, TOOLS, execute_tool_call
+
+__all__ = [
+    "CutStreamClient",
+    "accumulate",
+    "agent_loop_stream",
+    "live_preview",
+    "stream_turn",
+]
+
+# delta 里协议规定的字段；其余字段（例如 reasoning_content）按字符串片段拼接，原样保留
+_DELTA_FIELDS = {"role", "content", "refusal", "tool_calls", "function_call"}
+
+
+def _as_dict(obj: Any) -> dict:
+    """流式块可以是 SDK 对象，也可以是字典（比如从录像文件里读出来的）。"""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    to_dict = getattr(obj, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    raise TypeError(f"认不出这一块：{type(obj).__name__}")
+
+
+class _Message:
+    """拼接中的助手消息。"""
+
+    def __init__(self) -> None:
+        self.role: str | None = None
+        self.content: str | None = None
+        self.refusal: str | None = None
+        self.extras: dict[str, Any] = {}
+        self.calls: dict[int, dict] = {}  # index -> 调用
+
+    def apply(self, delta: Mapping) -> bool:
+        """把一块的 delta 并进来；返回这一块有没有带来新东西。"""
+        changed = False
+        if delta.get("role"):
+            changed = self.role != delta["role"]
+            self.role = delta["role"]
+        for field in ("content", "refusal"):
+            piece = delta.get(field)
+            if piece is not None:
+                setattr(self, field, (getattr(self, field) or "") + piece)
+                changed = True
+        for key, value in delta.items():
+            if key in _DELTA_FIELDS or value is None:
+                continue
+            if isinstance(value, str) and isinstance(self.extras.get(key, ""), str):
+                self.extras[key] = self.extras.get(key, "") + value
+            else:
+                self.extras[key] = value
+            changed = True
+        for part in delta.get("tool_calls") or ():
+            self._apply_call(part)
+            changed = True
+        return changed
+
+    def _apply_call(self, part: Mapping) -> None:
+        index = part.get("index")
+        if index is None:
+            # 少数服务不给 index：新的 id 开一个新调用，否则接在最后一个调用后面
+            known = [c.get("id") for c in self.calls.values()]
+            if part.get("id") and part["id"] not in known or not self.calls:
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        slot = self.calls.setdefault(index, {"id": None, "type": None,
+                                             "function": {"name": "", "arguments": ""}})
+        if part.get("id") and not slot["id"]:
+            slot["id"] = part["id"]
+        if part.get("type") and not slot["type"]:
+            slot["type"] = part["type"]
+        function = part.get("function") or {}
+        name = function.get("name")
+        if name and name != slot["function"]["name"]:
+            # 名字通常只来一次；有的服务每块都重复一遍，重复的不再拼接
+            slot["function"]["name"] += name
+        if function.get("arguments"):
+            slot["function"]["arguments"] += function["arguments"]
+
+    def as_dict(self) -> dict:
+        """和非流式回复的 `message.model_dump(exclude_none=True)` 同样形状的字典。"""
+        out: dict = {"role": self.role or "assistant"}
+        if self.content is not None:
+            out["content"] = self.content
+        if self.refusal is not None:
+            out["refusal"] = self.refusal
+        if self.calls:
+            calls = []
+            for index in sorted(self.calls):
+                slot = self.calls[index]
+                call: dict = {"id": slot["id"]} if slot["id"] is not None else {}
+                call["type"] = slot["type"] or "function"
+                call["function"] = dict(slot["function"])
+                calls.append(call)
+            out["tool_calls"] = calls
+        out.update(copy.deepcopy(self.extras))
+        return out
+
+
+def accumulate(chunks: Iterable[Any], on_delta: Callable[[dict], Any] | None = None) -> dict:
+    """把流式块拼回一条完整的助手消息，返回 `{"message", "finish_reason", "usage"}`。
+
+    * `message`：和非流式回复的 `message.model_dump(exclude_none=True)` 同样形状：
+      `role`、`content`（文字片段依次拼接），`tool_calls` 按 `index` 分组——
+      `id`、`type`、函数名取自该调用的第一块，`arguments` 把各块的片段按到达顺序接起来；
+    * `finish_reason`：流里最后出现的结束原因；
+    * `usage`：请求时带了 `stream_options={"include_usage": True}` 才有，否则为 `None`。
+
+    `on_delta(partial)` 在每一块带来新内容之后被调用，`partial` 是“到目前为止”的消息字典（副本）。
+
+    流结束时还没见到 `finish_reason`，说明回复被截断了：抛出 `EndpointError("stream_cut", ...)`。
+    SDK 遇到这种情况不会报错，只是迭代提前结束。
+    """
+    message = _Message()
+    finish_reason = None
+    usage = None
+    count = 0
+    for chunk in chunks:
+        count += 1
+        data = _as_dict(chunk)
+        if data.get("usage"):
+            usage = data["usage"]
+        changed = False
+        for choice in data.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue  # 只拼第一个候选（n=1，本系列总是如此）
+            changed = message.apply(choice.get("delta") or {}) or changed
+            if choice.get("finish_reason"):
+                finish_reason = choice["finish_reason"]
+        if changed and on_delta is not None:
+            on_delta(message.as_dict())
+    if finish_reason is None:
+        raise EndpointError(
+            "stream_cut",
+            f"流式回复没有正常结束：收到 {count} 块后流就停了，始终没有出现 finish_reason。"
+            "已经收到的只是半条消息，不能放进 messages。常见原因是网络中断、代理或网关超时、"
+            "服务端中途出错；重新运行这一格即可重试。",
+        )
+    return {"message": message.as_dict(), "finish_reason": finish_reason, "usage": usage}
+
+
+def stream_turn(client, model, messages, tools=None, *, on_delta=None, include_usage=True, **params):
+    """流式地调用一次模型：边收边调用 `on_delta(partial)`，收齐后返回一个 `ChatCompletion`。
+
+    返回值和非流式调用同类，`response.choices[0].message` 照常可用，所以循环的其余部分不用改。
+    无论成败，流结束时都会再调用一次 `on_delta(None)`，表示“临时消息不再显示”。
+
+    * 流没有给出 `finish_reason` 就结束，或者连接在中途断开（SDK 抛出 `openai.APIError`），
+      都抛出 `EndpointError("stream_cut", ...)`；此时什么都没有返回，调用者的 `messages` 不会被改动。
+    * 开始之前就失败的请求和非流式一样经过 `call_model`：端点故障变成 `EndpointError`，
+      HTTP 400 原样抛出 `openai.BadRequestError`。
+    """
+    request = {"model": model, "messages": messages, "stream": True, **params}
+    if tools is not None:
+        request["tools"] = tools
+    if include_usage:
+        request["stream_options"] = {"include_usage": True}
+    stream = call_model(client, **request)
+    head: dict = {}
+    received = 0
+
+    def tap() -> Iterator[Any]:
+        nonlocal received
+        for chunk in stream:
+            received += 1
+            if not head:
+                data = _as_dict(chunk)
+                head.update({k: data[k] for k in ("id", "created", "model", "system_fingerprint")
+                             if data.get(k) is not None})
+            yield chunk
+
+    try:
+        result = accumulate(tap(), on_delta)
+    except (openai.APIError, httpx2.TransportError) as exc:
+        raise EndpointError(
+            "stream_cut",
+            f"流式回复在中途断开了：收到 {received} 块之后，SDK 报告 {type(exc).__name__}：{exc}。"
+            "半条消息没有放进 messages；检查网络或代理后重新运行这一格即可。",
+            original=exc,
+        ) from exc
+    finally:
+        close = getattr(stream, "close", None)
+        if callable(close):
+            close()
+        if on_delta is not None:
+            on_delta(None)
+    completion = {
+        "id": head.get("id", ""),
+        "object": "chat.completion",
+        "created": head.get("created", 0),
+        "model": head.get("model", model),
+        "choices": [{"index": 0, "message": result["message"], "logprobs": None,
+                     "finish_reason": result["finish_reason"]}],
+    }
+    if "system_fingerprint" in head:
+        completion["system_fingerprint"] = head["system_fingerprint"]
+    if result["usage"] is not None:
+        completion["usage"] = result["usage"]
+    # construct 是 SDK 解析 HTTP 响应时用的宽松构造：不认识的字段和取值也照样保留
+    return ChatCompletion.construct(**completion)
+
+
+def agent_loop_stream(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
+                      max_turns=10, max_tokens_total=None, max_seconds=None, on_turn=None, on_delta=None):
+    """和 agent_loop 相同的循环，只是每一轮用 stream_turn 边收边读回复；on_delta 看到接收中的半条消息。
+
+    回复收齐、拼成完整的消息之后，才和原来一样连同工具消息一次性追加；流中途断了，
+    stream_turn 抛出 `EndpointError("stream_cut", ...)`，messages 保持上一轮结束时的样子。
+    停止条件（`max_turns`、`max_tokens_total`、`max_seconds`）与 agent_loop 完全相同。
+    """
+    started = time.monotonic()
+    tokens = 0
+    for _ in range(max_turns):
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
+        prefix = [{"role": "system", "content": system}] if system else []
+        response = stream_turn(client, model, [*prefix, *messages], tools, on_delta=on_delta)
+        tokens += response.usage.total_tokens if response.usage else 0
+        message = response.choices[0].message
+        turn = [message.model_dump(exclude_none=True)]
+        for tool_call in message.tool_calls or []:
+            turn.append({
+                "role": "tool",
+                "tool_call_id": tool_call.id,
+                "content": execute_tool_call(tool_call, handlers),
+            })
+        messages.extend(turn)
+        if on_turn is not None:
+            on_turn(messages)
+        if not message.tool_calls:
+            return message.content or ""
+        if max_tokens_total is not None and tokens > max_tokens_total:
+            return f"[已用掉 {tokens} 个 token，超过预算 {max_tokens_total}，循环停止；messages 仍然完整，可以接着再跑]"
+    return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
+
+
+def live_preview(view, messages, *, min_interval=0.05):
+    """返回一个 `on_delta` 回调：在消息表末尾显示一行“接收中”的临时助手消息。
+
+    临时行只画在表上（`view.update([*messages, partial])`），`messages` 本身一条都不多。
+    收到 `None`（流结束，无论成败）时，表重新指回 `messages`，临时行消失。
+    两次刷新至少间隔 `min_interval` 秒，块很多时也不会把页面刷得太频繁。
+    """
+    title = view.title
+    last = 0.0
+
+    def on_delta(partial):
+        nonlocal last
+        if partial is None:
+            view.title = title
+            view.update(messages)
+            last = 0.0
+            return
+        now = time.monotonic()
+        if now - last < min_interval:
+            return
+        last = now
+        view.title = f"{title} · 接收中……" if title else "接收中……"
+        view.update([*messages, partial])
+
+    return on_delta
+
+
+class _CutStream:
+    """只放出前 `after` 块，然后像连接被悄悄关掉一样结束（不报错，也没有 finish_reason）。"""
+
+    def __init__(self, stream, after: int):
+        self._stream = stream
+        self._after = after
+        self._sent = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._sent >= self._after:
+            self.close()
+            raise StopIteration
+        self._sent += 1
+        return next(self._stream)
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _CutCompletions:
+    def __init__(self, owner: "CutStreamClient"):
+        self._owner = owner
+
+    def create(self, **kwargs):
+        owner = self._owner
+        owner.calls += 1
+        result = owner.client.chat.completions.create(**kwargs)
+        if kwargs.get("stream") and (owner.cut_on is None or owner.calls in owner.cut_on):
+            return _CutStream(result, owner.after)
+        return result
+
+
+class _CutChat:
+    def __init__(self, owner: "CutStreamClient"):
+        self.completions = _CutCompletions(owner)
+
+
+class CutStreamClient:
+    """演示用的包装：流式回复只放出前 `after` 块就结束，模拟连接中途断开。
+
+    `cut_on` 是要截断的第几次调用（从 1 开始的集合），不写就截断每一次流式调用；
+    非流式调用原样转交。用法和被包装的 client 相同：`CutStreamClient(FakeClient(), after=5)`。
+    """
+
+    def __init__(self, client, after: int = 5, *, cut_on: Iterable[int] | None = None):
+        self.client = client
+        self.after = after
+        self.cut_on = None if cut_on is None else set(cut_on)
+        self.calls = 0
+        self.chat = _CutChat(self)
+
+    def __repr__(self) -> str:
+        which = "每一次" if self.cut_on is None else "第 " + "、".join(map(str, sorted(self.cut_on))) + " 次"
+        return f"CutStreamClient({self.client!r}，{which}流式调用只放出前 {self.after} 块)"

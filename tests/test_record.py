@@ -1,0 +1,181 @@
+"""harness_lib.record：录下一次真实 HTTP 运行，离线回放出同样的对话记录；文件里没有密钥。"""
+
+import json
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from harness_lib import FakeClient, agent_loop, start_server, text_reply, tool_call, tool_reply
+from harness_lib.bash import BASH_TOOL, demo_workspace
+from harness_lib.errors import EndpointError
+from harness_lib.fake import api_error
+from harness_lib.record import (
+    Recorder,
+    ReplayClient,
+    ReplayExhaustedError,
+    ReplayMismatchError,
+    load_calls,
+    replay,
+)
+from harness_lib.stream import CutStreamClient, agent_loop_stream, stream_turn
+
+MODEL = "fake-agent-1"
+SENTINEL = "sk-record-SENTINEL-7d1e20b4"
+TASK = "列出当前目录中的 Python 文件"
+
+
+@pytest.fixture()
+def workspace(monkeypatch):
+    path = demo_workspace()
+    monkeypatch.chdir(path)
+    return path
+
+
+@pytest.fixture()
+def recorded(workspace, tmp_path):
+    """对本地端点（要求密钥）跑一次普通循环和一次流式循环，录下来存成 JSONL。"""
+    with start_server(api_key=SENTINEL) as server:
+        with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
+            recorder = Recorder(client)
+            plain = [{"role": "user", "content": TASK}]
+            agent_loop(plain, client=recorder, model=MODEL)
+            live = [{"role": "user", "content": TASK}]
+            agent_loop_stream(live, client=recorder, model=MODEL)
+            path = recorder.save(tmp_path / "runs" / "run.jsonl")
+    return path, plain, live
+
+
+def test_file_has_one_line_per_call_and_no_key(recorded):
+    path, plain, live = recorded
+    text = path.read_text(encoding="utf-8")
+    assert SENTINEL not in text
+    for word in ("Authorization", "Bearer", "api_key", "extra_headers"):
+        assert word not in text
+    lines = text.splitlines()
+    assert len(lines) == 4  # 两次循环，各两轮
+    calls = [json.loads(line) for line in lines]
+    assert [c["call"] for c in calls] == [1, 2, 3, 4]
+    assert [c["stream"] for c in calls] == [False, False, True, True]
+    first = calls[0]
+    assert first["request"]["model"] == MODEL
+    assert first["request"]["messages"][-1] == {"role": "user", "content": TASK}
+    assert first["request"]["tools"][0]["function"]["name"] == "bash"
+    assert first["response"]["object"] == "chat.completion"
+    assert first["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+    assert calls[2]["ended"] is True
+    assert calls[2]["chunks"][0]["object"] == "chat.completion.chunk"
+    assert "include_usage" in json.dumps(calls[2]["request"])
+    assert "中文" in text or "Python 文件" in text, "中文原样保存，不转义"
+    assert load_calls(path) == calls
+
+
+def test_replay_offline_gives_the_same_transcript(recorded):
+    path, plain, live = recorded  # 端点已经关闭：回放完全离线
+    client = ReplayClient(path)
+    assert client.model == MODEL and client.remaining == 4
+    again = [{"role": "user", "content": TASK}]
+    agent_loop(again, client=client, model=client.model)
+    assert again == plain
+    again_live = [{"role": "user", "content": TASK}]
+    agent_loop_stream(again_live, client=client, model=client.model)
+    assert again_live == live
+    assert client.remaining == 0
+    with pytest.raises(ReplayExhaustedError, match="已经全部回放完"):
+        client.chat.completions.create(model=MODEL, messages=again)
+
+
+def test_replay_returns_real_sdk_objects(recorded):
+    path, _, _ = recorded
+    client = replay(path, check=False)
+    response = client.chat.completions.create(model=MODEL, messages=[])
+    assert isinstance(response, ChatCompletion)
+    assert response.choices[0].message.tool_calls[0].function.name == "bash"
+    client.chat.completions.create(model=MODEL, messages=[])
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[], stream=True))
+    assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
+
+
+def test_a_diverging_request_is_reported_in_chinese(recorded):
+    path, _, _ = recorded
+    with pytest.raises(ReplayMismatchError) as info:
+        agent_loop([{"role": "user", "content": "当前目录是哪里"}], client=ReplayClient(path), model=MODEL)
+    text = str(info.value)
+    assert "第 1 次调用" in text and "messages[1].content" in text and "check=False" in text
+    # 工具换了也能发现
+    with pytest.raises(ReplayMismatchError, match="tools"):
+        ReplayClient(path).chat.completions.create(
+            model=MODEL, messages=load_calls(path)[0]["request"]["messages"], tools=None)
+    # 不检查：照样按顺序回放
+    loose = [{"role": "user", "content": "当前目录是哪里"}]
+    agent_loop(loose, client=ReplayClient(path, check=False), model=MODEL)
+    assert loose[1]["tool_calls"]
+
+
+def test_sdk_message_objects_in_the_request_are_recorded_as_dicts(workspace, tmp_path):
+    recorder = Recorder(FakeClient())
+    messages = [{"role": "user", "content": TASK}]
+    reply = recorder.chat.completions.create(model=MODEL, messages=messages, tools=[BASH_TOOL])
+    message = reply.choices[0].message  # 不转成 dict，直接放回去
+    messages += [message, {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "app.py"}]
+    recorder.chat.completions.create(model=MODEL, messages=iter(messages), tools=[BASH_TOOL])
+    path = recorder.save(tmp_path / "objects.jsonl")
+    second = load_calls(path)[1]["request"]["messages"]
+    assert second[1] == message.model_dump(mode="json", exclude_none=True)
+    # 回放时用 dict 或 SDK 对象都对得上
+    client = ReplayClient(path)
+    client.chat.completions.create(model=MODEL, messages=messages[:1], tools=[BASH_TOOL])
+    client.chat.completions.create(model=MODEL, messages=messages, tools=[BASH_TOOL])
+
+
+def test_a_key_typed_into_the_conversation_is_scrubbed(tmp_path):
+    class Keyed(FakeClient):
+        api_key = SENTINEL
+
+    recorder = Recorder(Keyed(), secrets=["another-secret-123"])
+    recorder.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": f"我的密钥是 {SENTINEL}，还有 another-secret-123"}])
+    text = recorder.save(tmp_path / "k.jsonl").read_text(encoding="utf-8")
+    assert SENTINEL not in text and "another-secret-123" not in text
+    assert text.count("[已隐去的密钥]") == 2
+
+
+def test_errors_are_recorded_and_replayed(tmp_path):
+    fake = FakeClient(script=[api_error(429, "Rate limit reached.", type="requests", code="rate_limit"),
+                              text_reply("好了")])
+    recorder = Recorder(fake)
+    messages = [{"role": "user", "content": "你好"}]
+    with pytest.raises(openai.RateLimitError):
+        recorder.chat.completions.create(model=MODEL, messages=messages)
+    recorder.chat.completions.create(model=MODEL, messages=messages)
+    path = recorder.save(tmp_path / "errors.jsonl")
+    assert load_calls(path)[0]["error"]["status"] == 429
+    client = ReplayClient(path)
+    with pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(model=MODEL, messages=messages)
+    assert info.value.status_code == 429 and "Rate limit reached." in str(info.value)
+    assert client.chat.completions.create(model=MODEL, messages=messages).choices[0].message.content == "好了"
+
+
+def test_a_cut_stream_is_recorded_as_incomplete_and_replays_as_cut(tmp_path):
+    recorder = Recorder(CutStreamClient(FakeClient(), after=3))
+    messages = [{"role": "user", "content": TASK}]
+    with pytest.raises(EndpointError):
+        stream_turn(recorder, MODEL, messages, [BASH_TOOL])
+    path = recorder.save(tmp_path / "cut.jsonl")
+    entry = load_calls(path)[0]
+    # 录制器只看到流读完了；块里没有 finish_reason，这正是回放时要被发现的
+    assert entry["ended"] is True and len(entry["chunks"]) == 3
+    assert all(c["choices"][0]["finish_reason"] is None for c in entry["chunks"])
+    with pytest.raises(EndpointError) as info:
+        stream_turn(ReplayClient(path), MODEL, messages, [BASH_TOOL])
+    assert info.value.kind == "stream_cut"
+
+
+def test_recorder_passes_other_attributes_through():
+    recorder = Recorder(FakeClient())
+    assert recorder.models.list().data[0].id == MODEL
+    assert "已录 0 次" in repr(recorder)
+    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"}))])
+    assert Recorder(script).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "x"}], tools=[BASH_TOOL]).choices[0].message.tool_calls
