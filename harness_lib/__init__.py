@@ -21,6 +21,10 @@ from .loop import (
     parse_arguments,
 )
 from .tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
+from .errors import EndpointError, call_model, collect_stream, from_sdk
+from .stream import CutStreamClient, accumulate, agent_loop_stream, live_preview, stream_turn
+from .probe import probe
+from .record import Recorder, ReplayClient, ReplayMismatchError
 
 __all__ = [
     "BASH_TOOL",
@@ -51,4 +55,17 @@ __all__ = [
     "ToolRegistry",
     "Workspace",
     "make_file_tools",
+    "EndpointError",
+    "call_model",
+    "collect_stream",
+    "from_sdk",
+    "CutStreamClient",
+    "accumulate",
+    "agent_loop_stream",
+    "live_preview",
+    "stream_turn",
+    "probe",
+    "Recorder",
+    "ReplayClient",
+    "ReplayMismatchError",
 ]

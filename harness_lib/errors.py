@@ -167,41 +167,12 @@ def collect_stream(stream):
     """
     import httpx2
 
-    content = None
-    calls = {}
-    finish_reason = None
-    received = 0
+    from .stream import accumulate  # 拼块的逻辑只有一份，在 stream.py 里（08_streaming 讲它）
+
     try:
-        for chunk in stream:
-            received += 1
-            for choice in chunk.choices or []:
-                delta = choice.delta
-                if delta is not None and delta.content is not None:
-                    content = (content or "") + delta.content
-                for tc in (delta.tool_calls or []) if delta is not None else []:
-                    call = calls.setdefault(tc.index, {"id": None, "type": "function",
-                                                       "function": {"name": "", "arguments": ""}})
-                    if tc.id:
-                        call["id"] = tc.id
-                    if tc.function is not None:
-                        call["function"]["name"] += tc.function.name or ""
-                        call["function"]["arguments"] += tc.function.arguments or ""
-                if choice.finish_reason is not None:
-                    finish_reason = choice.finish_reason
+        result = accumulate(stream)
     except (openai.APIError, httpx2.TransportError) as exc:
-        raise EndpointError("stream_cut", _cut_text(received, content) + f" 连接报错：{type(exc).__name__}。",
+        raise EndpointError("stream_cut", "流式回复在中途断开了：已经收到的只是半条消息，不能放进 messages。"
+                            f"连接报错：{type(exc).__name__}。检查网络或代理后重新运行这一格即可。",
                             original=exc) from exc
-    if finish_reason is None:
-        raise EndpointError("stream_cut", _cut_text(received, content))
-    message = {"role": "assistant"}
-    if content is not None:
-        message["content"] = content
-    if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
-    return message, finish_reason
-
-
-def _cut_text(received, content):
-    got = f"已经收到的文字：{_snippet(content, None, 40)}" if content else "还没有收到任何文字"
-    return (f"流式回复中途断了：收到 {received} 块之后流就结束了，始终没有 finish_reason。"
-            f"{got}。这半截回复不完整，不要把它追加进 messages；重新请求一次即可。")
+    return result["message"], result["finish_reason"]

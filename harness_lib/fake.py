@@ -655,6 +655,11 @@ def _default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model:
         # 上一条回复建议了命令、这一条用户消息贴回了结果：像对待工具结果一样总结它
         return text_reply(_summary(_intent_of_command(suggested, commands), suggested, last_user))
 
+    if "bash" in names and _PWD.search(last_user) and _DATE.search(last_user):
+        # 两件互不依赖的事（当前目录和日期）：一条回复里并行发出两个调用
+        return tool_reply(tool_call("bash", {"command": commands["pwd"]}),
+                          tool_call("bash", {"command": commands["date"]}))
+
     if intent in commands:
         if "bash" in names:
             return call(commands[intent])

@@ -16,15 +16,6 @@ SENTINEL = "sk-probe-sentinel-5f3a9c"
 PARALLEL = "并行工具调用"
 
 
-def fake_issues_parallel_calls():
-    """假模型的默认策略对探针的并行请求是否给出两个调用。"""
-    reply = FakeClient().chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": PARALLEL_PROMPT}], tools=[BASH_TOOL])
-    return len(reply.choices[0].message.tool_calls or []) >= 2
-
-
-PARALLEL_SUPPORTED = fake_issues_parallel_calls()
-
 
 def results(df):
     return dict(zip(df["check"], df["result"]))
@@ -34,8 +25,6 @@ def assert_all_pass(df):
     assert list(df.columns) == ["check", "result", "detail"]
     assert list(df["check"]) == [name for name, _ in CHECKS]
     for check, result, detail in df.itertuples(index=False):
-        if check == PARALLEL and not PARALLEL_SUPPORTED:
-            continue  # 见 test_parallel_check_passes_on_the_fake_model
         assert result in ("✓", "ℹ"), f"{check}: {result} {detail}"
         assert detail
 
@@ -60,8 +49,6 @@ def test_local_endpoint_over_http_passes_every_check():
     assert results(df) == results(probe(FakeClient(), MODEL)), "走 HTTP 和直接调用假模型，结果应当一样"
 
 
-@pytest.mark.xfail(not PARALLEL_SUPPORTED, strict=True,
-                   reason="假模型的默认策略还不会在一条回复里发出两个调用（需要 fake.py 支持）")
 def test_parallel_check_passes_on_the_fake_model():
     df = probe(FakeClient(), MODEL)
     assert results(df)[PARALLEL] == "✓"
