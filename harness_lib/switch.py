@@ -9,6 +9,9 @@
 - `explain_error(exc)`：把 openai SDK 的异常翻译成一句中文原因和建议，其他模块也复用它。
 - `redact(text, key)`：从文字里抹掉密钥以及密钥中任何 6 个字符以上的片段。
 
+每次交出 `(client, model)` 时都告诉 `approval` 现在用的是哪个端点：真实端点提出的命令要先审批，
+假模型和本项目的本地端点不用（见 approval.py）。
+
 密钥的去处：只在 Python 对象的私有属性里。环境变量 `OPENAI_API_KEY` 的值不会复制进任何控件；
 在密码框里粘贴的密钥会立刻移走，密码框清空，所以单元格输出、保存下来的控件状态和文件里都没有它。
 """
@@ -21,6 +24,8 @@ import re
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from . import approval
 
 __all__ = [
     "DEFAULT_OPENAI_BASE_URL",
@@ -228,6 +233,13 @@ def _fake_client():
     return FakeClient(model=FAKE_MODEL)
 
 
+def _handed_out(client, model):
+    """交出 `(client, model)` 之前告诉 approval 现在用的是哪个端点（假模型没有 base_url，记为 None）。"""
+    base_url = getattr(client, "base_url", None)
+    approval.note_endpoint(None if base_url is None else str(base_url), model)
+    return client, model
+
+
 def client_from_env(environ=os.environ):
     """只看环境变量选模型，返回 `(client, model)`。无头运行（nbclient、CI）和切换器启动时都用它。
 
@@ -240,11 +252,12 @@ def client_from_env(environ=os.environ):
     """
     mode = (environ.get("HARNESS_MODE") or "fake").strip().lower()
     if mode == "fake":
-        return _fake_client(), FAKE_MODEL
+        return _handed_out(_fake_client(), FAKE_MODEL)
     if mode == "local":
         from .server import ensure_local_server
 
-        return _real_client(ensure_local_server(), NO_KEY), environ.get("HARNESS_MODEL") or FAKE_MODEL
+        model = environ.get("HARNESS_MODEL") or FAKE_MODEL
+        return _handed_out(_real_client(ensure_local_server(), NO_KEY), model)
     if mode == "real":
         base_url = (environ.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
         model = (environ.get("HARNESS_MODEL") or "").strip()
@@ -261,7 +274,7 @@ def client_from_env(environ=os.environ):
                     f"（当前 base_url 是 {base_url}）。"
                 )
             key = NO_KEY
-        return _real_client(base_url, key), model
+        return _handed_out(_real_client(base_url, key), model)
     raise SwitchConfigError(f"HARNESS_MODE 只能是 fake、real 或 local，现在是 {mode!r}。")
 
 
@@ -527,7 +540,7 @@ class ModelSwitch:
                 _, base_url, model, key = signature
                 client = _real_client(base_url, key)
             self._cache = (signature, client, model)
-        return self._cache[1], self._cache[2]
+        return _handed_out(self._cache[1], self._cache[2])
 
     @property
     def client(self):
