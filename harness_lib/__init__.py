@@ -25,6 +25,8 @@ from .errors import EndpointError, call_model, collect_stream, from_sdk
 from .stream import CutStreamClient, accumulate, agent_loop_stream, live_preview, stream_turn
 from .probe import probe
 from .record import Recorder, ReplayClient, ReplayMismatchError
+from . import approval
+from .approval import Verdict, check_allowlist, decide, gate
 
 __all__ = [
     "BASH_TOOL",
@@ -68,4 +70,9 @@ __all__ = [
     "Recorder",
     "ReplayClient",
     "ReplayMismatchError",
+    "approval",
+    "Verdict",
+    "check_allowlist",
+    "decide",
+    "gate",
 ]
