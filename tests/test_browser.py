@@ -1,0 +1,358 @@
+"""在真实浏览器里打开 JupyterLab，像学习者一样运行笔记本（`make test-browser`）。
+
+nbclient 的无头执行（test_notebooks.py）看不到前端：小部件画没画出来、按钮点了有没有用、
+消息表是原地刷新还是越堆越多、浏览器控制台有没有报错。这里用无头 Chromium 检查这些：
+
+- 00：菜单 Run → Run All Cells 全部跑通；切换器显示出“假模型（离线）/真实端点”，默认选中假模型，
+  `switch.test_connection()` 给出 ✅；在下拉框里选“本项目的本地端点”，点“测试连接”按钮看到 ✅ 连接成功，
+  重新运行 `client, MODEL = switch.current()` 那一格，输出从 FakeClient 变成 OpenAI；
+  第一次调用经 HTTP 再做一遍，消息表在原地从 1 行变成 2 行；点回“假模型（离线）”，又变回 FakeClient。
+- 03：一段一段地运行，每次追加消息后，第一步建的那张消息表（同一个输出区）行数等于格子里打印的
+  消息条数，整本笔记本里始终只有这一张表；全部跑完后，每个建表的格子正好一张表；
+  `simple_loop` 运行时那张表在原地逐轮刷新；用切换器换成本地端点后，同一个循环经 HTTP 再跑一遍。
+- 两本都检查：没有报错输出，浏览器控制台没有错误。
+
+截图存到 `artifacts/browser/`（不进 git）；README 用的那张是从这里挑出来、复制到 `docs/screenshots/` 的。
+截图里的中文和 ✅ 需要系统装有中文字体和彩色表情字体（.ci/run 会装 fonts-wqy-microhei、fonts-noto-color-emoji）。
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+
+from browser_helpers import CHROMIUM, LabServer, NotebookPage, launch_browser, screenshot_on_failure
+from conftest import NOTEBOOKS, ROOT
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = ROOT / "artifacts" / "browser"
+
+# 浏览器控制台里可以忽略的错误：只收能说清来历的。目前没有。
+# （要加的话写清楚是哪条消息、为什么无害，并用尽量窄的正则。）
+IGNORED_CONSOLE_ERRORS: list[re.Pattern] = []
+
+FAKE_LABEL = "假模型（离线）"
+REAL_LABEL = "真实端点"
+LOCAL_PRESET = "本项目的本地端点"  # harness_lib.switch 里 key 为 "local" 的预设
+
+
+# ---------------------------------------------------------------------------
+# 夹具：一个 JupyterLab、一个浏览器，整个模块共用
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def artifacts():
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    ARTIFACTS.mkdir(parents=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, artifacts):
+    workdir = tmp_path_factory.mktemp("lab")
+    server = LabServer(NOTEBOOKS, workdir, artifacts / "jupyterlab.log")
+    assert ROOT not in server.root.parents, "必须服务临时副本，不能是仓库里的笔记本"
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="需要 pip install -e '.[browser]'")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"找不到 {CHROMIUM}：请先安装 Chromium（Debian/Ubuntu：apt-get install -y chromium）")
+    # 2 核的 CI 机器上，内核响应小部件事件可能要好几秒；等待时间都放宽
+    sync_api.expect.set_options(timeout=60_000)
+    with sync_api.sync_playwright() as p:
+        context = launch_browser(p, tmp_path_factory.mktemp("chromium-profile"))
+        context.set_default_timeout(60_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def open_notebook(lab, browser, artifacts):
+    pages = []
+
+    def _open(name: str) -> NotebookPage:
+        page = browser.new_page()
+        pages.append(page)
+        nb = NotebookPage(page, lab, name, artifacts)
+        nb.open()
+        return nb
+
+    yield _open
+    for page in pages:
+        page.close()
+
+
+# ---------------------------------------------------------------------------
+# 小工具
+# ---------------------------------------------------------------------------
+
+
+def expect(locator):
+    from playwright.sync_api import expect as _expect
+
+    return _expect(locator)
+
+
+def assert_console_clean(nb: NotebookPage) -> None:
+    errors = [e for e in nb.console_errors if not any(p.search(e) for p in IGNORED_CONSOLE_ERRORS)]
+    assert not errors, f"{nb.name}：浏览器控制台有错误：\n" + "\n".join(errors)
+
+
+def switch_parts(nb: NotebookPage, cell: int) -> dict:
+    out = nb.cell(cell).locator(".jp-Cell-outputArea")
+    return {
+        "fake": out.locator("button.widget-toggle-button", has_text=FAKE_LABEL),
+        "real": out.locator("button.widget-toggle-button", has_text=REAL_LABEL),
+        "active": out.locator("button.widget-toggle-button.mod-active"),
+        "preset": out.locator(".widget-dropdown select"),
+        "test": out.get_by_role("button", name="测试连接"),
+        "status": out.locator(".widget-html"),
+    }
+
+
+def check_switch_renders(nb: NotebookPage, cell: int) -> dict:
+    """切换器画出来了：两个模式按钮都看得见，默认选中假模型。"""
+    sw = switch_parts(nb, cell)
+    expect(sw["fake"]).to_be_visible()
+    expect(sw["real"]).to_be_visible()
+    expect(sw["active"]).to_have_text(FAKE_LABEL)
+    expect(sw["preset"]).to_be_visible()
+    expect(sw["test"]).to_be_visible()
+    return sw
+
+
+def choose_local_endpoint(nb: NotebookPage, cell: int) -> None:
+    """在下拉框里选“本项目的本地端点”，模式随之切到真实端点；点“测试连接”，等到 ✅。"""
+    sw = switch_parts(nb, cell)
+    sw["preset"].select_option(label=LOCAL_PRESET)
+    expect(sw["active"]).to_have_text(REAL_LABEL)
+    expect(sw["status"]).to_contain_text(re.compile(r"真实端点 http://127\.0\.0\.1:\d+/v1"))
+    sw["test"].click()
+    expect(sw["status"]).to_contain_text("✅ 连接成功", timeout=90_000)
+    expect(sw["status"]).to_contain_text("fake-agent-1")
+
+
+def choose_fake_model(nb: NotebookPage, cell: int) -> None:
+    """点“假模型（离线）”按钮，状态行随之改成假模型。"""
+    sw = switch_parts(nb, cell)
+    sw["fake"].click()
+    expect(sw["active"]).to_have_text(FAKE_LABEL)
+    expect(sw["status"]).to_contain_text("当前：假模型")
+
+
+def client_kind(nb: NotebookPage, cell: int) -> str:
+    """`client, MODEL = switch.current()` 那一格打印出来的客户端类型。"""
+    text = nb.output_text(cell)
+    kinds = [k for k in ("FakeClient", "OpenAI") if re.search(rf"\b{k}\b", text)]
+    assert len(kinds) == 1, f"{nb.name} 第 {cell} 格应当打印出一种客户端，实际输出：{text!r}"
+    return kinds[0]
+
+
+def header_count(nb: NotebookPage, cell: int) -> int:
+    """消息表表头“共 N 条消息”里的 N。"""
+    text = nb.views_in(cell).first.inner_text()
+    m = re.search(r"共 (\d+) 条消息", text)
+    assert m, f"{nb.name} 第 {cell} 格的消息表没有表头计数：{text[:200]!r}"
+    return int(m.group(1))
+
+
+def roles_in(nb: NotebookPage, cell: int) -> list[str]:
+    """消息表里每一行的 role。"""
+    return nb.views_in(cell).first.locator("tbody > tr > td:nth-child(2)").all_inner_texts()
+
+
+def turn_ends(roles: list[str]) -> list[int]:
+    """每一轮结束时消息的条数：一条助手消息，加上紧跟着它的工具消息。"""
+    ends = []
+    for i, role in enumerate(roles):
+        if role.strip() == "assistant":
+            end = i + 1
+            while end < len(roles) and roles[end].strip() == "tool":
+                end += 1
+            ends.append(end)
+    return ends
+
+
+def view_cells(nb: NotebookPage) -> list[int]:
+    """建消息表的格子：有一行形如 `xxx_view = show_messages(...)` 或 `view = show_messages(...)`。"""
+    pattern = re.compile(r"^\w*view = show_messages\(", re.M)
+    return [i for i, c in enumerate(nb.cells) if c["cell_type"] == "code" and pattern.search("".join(c["source"]))]
+
+
+def update_cells(nb: NotebookPage, after: int) -> list[int]:
+    """第 after 格之后、单独一行写着 `view.update()` 的格子（刷新第一步那张表的地方）。"""
+    return [
+        i for i, c in enumerate(nb.cells)
+        if i > after and c["cell_type"] == "code"
+        and any(ln.strip() == "view.update()" for ln in "".join(c["source"]).splitlines())
+    ]
+
+
+# 在一个输出区上挂一个 MutationObserver：每次变化都记下（表的张数，第一张表的行数）
+WATCH_JS = """(area) => {
+  area.__seen = [];
+  if (area.__watching) return;  // 已经在盯着了：只清空记录
+  area.__watching = true;
+  const rows = v => [...v.querySelectorAll('tbody > tr')].filter(r => !r.querySelector('td[colspan]')).length;
+  const note = () => {
+    const views = area.querySelectorAll('.messages-view');
+    const last = area.__seen[area.__seen.length - 1];
+    const now = [views.length, views.length ? rows(views[0]) : 0];
+    if (!last || last[0] !== now[0] || last[1] !== now[1]) area.__seen.push(now);
+  };
+  new MutationObserver(note).observe(area, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+# ---------------------------------------------------------------------------
+# 00：切换器、测试连接、换客户端、第一次调用的消息表
+# ---------------------------------------------------------------------------
+
+
+def test_setup_notebook_switch_and_table(open_notebook):
+    nb = open_notebook("00_setup.ipynb")
+    with screenshot_on_failure(nb, "00_setup"):
+        nb.hide_sidebars()
+        nb.run_all()
+
+        switch = nb.find("switch = model_switch()")
+        probe = nb.find("print(switch.test_connection())")
+        client_cell = nb.find("client, MODEL = switch.current()")
+        view = nb.find("view = show_messages(messages")
+        call = nb.find("response = client.chat.completions.create(")
+        update = nb.find("messages.append(message.model_dump(")
+        assert switch < probe < client_cell < view < call < update
+
+        # 默认：假模型
+        sw = check_switch_renders(nb, switch)
+        assert "✅ 假模型可用" in nb.output_text(probe)
+        expect(sw["status"]).to_contain_text("✅ 假模型可用")
+        assert client_kind(nb, client_cell) == "FakeClient"
+        # 消息表：整本只有一张，调用之后原地变成两行
+        assert nb.total_views() == 1
+        assert nb.rows_in(view) == 2 == header_count(nb, view)
+        nb.shot("00_after_run_all", scroll_to=switch)
+
+        # 换成本项目的本地端点：测试连接 ✅，重新取 client，变成 openai.OpenAI
+        choose_local_endpoint(nb, switch)
+        nb.run_cells(client_cell)
+        assert client_kind(nb, client_cell) == "OpenAI"
+        assert "fake-agent-1" in nb.output_text(client_cell)
+
+        # 第一次调用经 HTTP 再做一遍：同一格里的表先是 1 行，调用之后原地变成 2 行
+        nb.run_cells(view)
+        assert nb.rows_in(view) == 1
+        nb.run_cells(call, update)
+        assert nb.rows_in(view) == 2 == header_count(nb, view)
+        assert "role: assistant" in nb.output_text(update)
+        assert nb.total_views() == 1
+        nb.shot("00_local_endpoint", scroll_to=switch)
+
+        # 换回假模型
+        choose_fake_model(nb, switch)
+        nb.run_cells(client_cell)
+        assert client_kind(nb, client_cell) == "FakeClient"
+
+        nb.assert_no_error_outputs()
+        assert_console_clean(nb)
+
+
+# ---------------------------------------------------------------------------
+# 03：消息表原地刷新、循环逐轮刷新、换端点后循环照跑
+# ---------------------------------------------------------------------------
+
+
+def test_one_request_live_table_and_loop(open_notebook):
+    nb = open_notebook("03_one_request.ipynb")
+    with screenshot_on_failure(nb, "03_one_request"):
+        nb.hide_sidebars()
+        switch = nb.find("switch = model_switch()")
+        client_cell = nb.find("client, MODEL = switch.current()")
+        view = nb.find("view = show_messages(messages)")
+        loop_view = nb.find("loop_view = show_messages(loop_messages)")
+        loop_run = nb.find("answer_text = simple_loop(loop_messages")
+        updates = update_cells(nb, view)
+        assert len(updates) >= 3 and updates[-1] < loop_view < loop_run
+
+        # 一段一段地跑：先到建表的那一格
+        nb.run_cells(0, view)
+        check_switch_renders(nb, switch)
+        assert client_kind(nb, client_cell) == "FakeClient"
+        assert nb.rows_in(view) == 1
+        assert nb.total_views() == 1
+        area = nb.cell(view).locator(".jp-Cell-outputArea")
+        area.evaluate("a => { a.dataset.probe = 'first-view'; }")  # 记住这个输出区，后面确认还是它
+        same_area = nb.page.locator("[data-probe='first-view']")
+
+        # 每次追加消息、调用 view.update() 之后：同一个输出区、同一张表，行数 = 打印出的消息条数
+        seen, start = [1], view + 1
+        for u in updates:
+            nb.run_cells(start, u)
+            m = re.search(r"messages 现在有 (\d+) 条", nb.output_text(u))
+            assert m, f"第 {u} 格应当打印 messages 的条数，实际：{nb.output_text(u)!r}"
+            expect(same_area).to_have_count(1)
+            assert same_area.locator(".messages-view").count() == 1
+            assert nb.rows_in(view) == int(m.group(1)) == header_count(nb, view)
+            assert nb.total_views() == 1, "刷新应当在原地进行，页面上不应多出新表"
+            seen.append(nb.rows_in(view))
+            start = u + 1
+        assert seen == sorted(set(seen)), f"第一步那张表的行数应当逐次增加，实际 {seen}"
+        final_rows = seen[-1]
+
+        # 跑完剩下的格子，同时盯着循环那张表的输出区
+        loop_area = nb.cell(loop_view).locator(".jp-Cell-outputArea")
+        loop_area.evaluate(WATCH_JS)
+        nb.run_from(start)
+        nb.shot("03_live_table", scroll_to=loop_view, until=loop_run + 1)
+
+        # 每个建表的格子正好一张表，整本的表数 = 建表的格子数；第一步那张表没有再变
+        views = view_cells(nb)
+        assert view in views and loop_view in views
+        for i in views:
+            assert nb.rows_in(i) == header_count(nb, i) >= 1
+        assert nb.total_views() == len(views)
+        assert nb.rows_in(view) == final_rows
+        # 循环的表和手工一步步做出来的表是同一个形状
+        loop_rows = nb.rows_in(loop_view)
+        assert loop_rows == final_rows
+        # 逐轮刷新：每一轮结束时（助手消息和它引出的工具消息都追加之后）表里的行数，都应当被看到过
+        watched = loop_area.evaluate("a => a.__seen")
+        assert max(n for n, _ in watched) == 1, f"循环那个输出区里同时出现过多张表：{watched}"
+        rows = [r for n, r in watched if n == 1]
+        assert rows == [1, *turn_ends(roles_in(nb, loop_view))], f"循环那张表没有逐轮刷新：{watched}"
+
+        # 用切换器换成本地端点，同一个 simple_loop 经 HTTP 再跑一遍
+        choose_local_endpoint(nb, switch)
+        nb.run_cells(client_cell)
+        assert client_kind(nb, client_cell) == "OpenAI"
+        loop_area.evaluate(WATCH_JS)
+        nb.run_cells(loop_view, loop_run)
+        assert nb.rows_in(loop_view) == header_count(nb, loop_view) == final_rows
+        rows = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
+        assert rows == [1, *turn_ends(roles_in(nb, loop_view))], f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
+        assert nb.output_text(loop_run).strip(), "循环应当打印出最后的回答"
+        assert nb.total_views() == len(views)
+        nb.shot("03_loop_local_endpoint", scroll_to=loop_view)
+
+        # 换回假模型
+        choose_fake_model(nb, switch)
+        nb.run_cells(client_cell)
+        assert client_kind(nb, client_cell) == "FakeClient"
+
+        nb.assert_no_error_outputs()
+        assert_console_clean(nb)
