@@ -1,6 +1,6 @@
 """录制与回放：把一次运行里每次模型调用的请求和响应存成 JSONL，之后离线重放。
 
-辅助工具，不是课程内容；09_probe_and_replay（原文第三节“兼容不等于一致”的延伸）讲怎么用。
+辅助工具，不是课程内容；09_probe_and_replay（原文第三节 OpenAI-compatible 一段的延伸）讲怎么用。
 
 - `Recorder(client)`：包住任何 `openai.OpenAI` 风格的客户端，每次 `chat.completions.create()`
   （普通的和流式的）都记下来；`recorder.save(path)` 写成 JSONL，一次调用一行：
