@@ -21,19 +21,10 @@ from harness_lib.fake import (
     tool_reply,
 )
 
+from harness_lib.bash import BASH_TOOL  # noqa: E402
+
 MODEL = "fake-agent-1"
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "运行一条 Shell 命令。",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-    },
-}]
+TOOLS = [BASH_TOOL]  # 与笔记本用的是同一个工具定义
 TASK = "列出当前目录中的 Python 文件"
 WINDOWS = os.name == "nt"
 LIST_PY = "dir /b *.py" if WINDOWS else "ls *.py"

@@ -16,19 +16,10 @@ from openai.types.chat import ChatCompletion
 from harness_lib.server import ensure_local_server, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
+from harness_lib.bash import BASH_TOOL  # noqa: E402
+
 MODEL = "fake-agent-1"
-TOOLS = [{
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "运行一条 Shell 命令。",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-    },
-}]
+TOOLS = [BASH_TOOL]  # 与笔记本用的是同一个工具定义
 TASK = "列出当前目录中的 Python 文件"
 LIST_PY = "dir /b *.py" if os.name == "nt" else "ls *.py"
 
