@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
 import re
 import sys
 import time
@@ -39,6 +40,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"未知的组：{', '.join(unknown) or '（空）'}；可选 {', '.join(GROUPS)}")
     args.groups = [g for g in GROUPS if g in chosen]
     return args
+
+
+def _load1() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):
+        return "?"
 
 
 def _results_section(figures: list[Figure], info, args, seconds: float) -> str:
@@ -87,13 +95,16 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     figures: list[Figure] = []
+    loads = []
     for group in args.groups:
         t0 = time.perf_counter()
-        print(f"正在测 {group} ……", end="", flush=True)
+        loads.append(f"{group} {_load1()}")
+        print(f"正在测 {group}（开始时 1 分钟负载 {_load1()}）……", end="", flush=True)
         module = importlib.import_module(f"benchmarks.{group}")
         figures += module.run(args.quick)
         print(f" {time.perf_counter() - t0:.1f} s", flush=True)
     seconds = time.perf_counter() - started
+    info.append(("各组开始时的 1 分钟负载", "，".join(loads)))
     info.append(("结束时的负载", load_text()))
 
     print(f"结束时的负载：{info[-1][1]}\n")

@@ -62,14 +62,18 @@ print(json.dumps({
     "start": start, "end": end,
     "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     "chars": len(result) if isinstance(result, str) else None,
+    "text": (result[:80] + " … " + result[-120:]) if isinstance(result, str) else None,
+    "marks": [m for m in ("中间省略", "超时", "done") if isinstance(result, str) and m in result],
 }))
 """
 
 
 def _spawn(mode: str, command: str, timeout: float = 120) -> subprocess.Popen:
     """启动一个子进程做一次运行。命令放在环境变量里，不出现在子进程的命令行上。"""
-    env = {**os.environ, "BENCH_MODE": mode, "BENCH_CMD": command, "BENCH_TIMEOUT": str(timeout),
-           "BENCH_ROOT": str(Path(__file__).resolve().parents[1])}
+    # 和测试一样：子进程看不到开发者自己的模型设置（真实端点会让 run_bash 先要求审批）
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env.update({"HARNESS_MODE": "fake", "BENCH_MODE": mode, "BENCH_CMD": command,
+                "BENCH_TIMEOUT": str(timeout), "BENCH_ROOT": str(Path(__file__).resolve().parents[1])})
     # 经过一个小小的 sh 再 fork 出 Python：Linux 在 exec 时会把旧地址空间的峰值
     # 带进新进程的 ru_maxrss，直接从本进程（可能已经很大）启动会把我们的峰值算进去。
     # `; exit $?` 让 sh 不能直接 exec，只能 fork。
@@ -86,6 +90,13 @@ def _report(proc: subprocess.Popen) -> dict:
 
 def _child(mode: str, command: str) -> dict:
     return _report(_spawn(mode, command))
+
+
+def _expect(report: dict, snippet: str, what: str) -> dict:
+    """确认执行器真的跑了命令（而不是比如被审批拦下）：结果里应当有 snippet。不是计时断言。"""
+    if snippet not in report.get("marks", ()):
+        raise RuntimeError(f"{what}：run_bash 的结果里没有 {snippet!r}，实际是 {report.get('text')!r}")
+    return report
 
 
 def _size_text(n: int) -> str:
@@ -107,12 +118,12 @@ def huge_output(quick: bool) -> list[Figure]:
     peaks = {"run_bash": []}
     for _ in range(reps):
         times["cat"].append(_timed(_child("cat", cmd.format(n=big))))
-        r = _child("run_bash", cmd.format(n=big))
+        r = _expect(_child("run_bash", cmd.format(n=big)), "中间省略", "巨量输出")
         times["run_bash"].append(_timed(r))
         peaks["run_bash"].append(r["maxrss_kib"] / 1024)
     # 朴素版本要把整段输出放进内存好几份（实测约 3 倍），内存不够就不测大的那一档
     naive = _child("naive", cmd.format(n=big)) if _available_bytes() > 4 * big else None
-    small_run = _child("run_bash", cmd.format(n=small))
+    small_run = _expect(_child("run_bash", cmd.format(n=small)), "中间省略", "巨量输出")
     small_naive = _child("naive", cmd.format(n=small))
 
     B, S = _size_text(big), _size_text(small)
@@ -216,6 +227,7 @@ def timeouts(quick: bool) -> list[Figure]:
         # 三层：shell → sleep、sleep、bash -c → sleep、sleep；它们的命令行里都带着同一个标记
         command = f"sleep {t} & sleep {t} & bash -c 'sleep {t} & sleep {t}; wait' & wait"
         report, count, gone_at = _watch(command, t, settle=timeout / 2, timeout=timeout)
+        _expect(report, "超时", "超时")
         deadline = report["start"] + timeout
         counts.append(count)
         tree_gone.append(gone_at - deadline if gone_at is not None else float("inf"))
@@ -225,6 +237,7 @@ def timeouts(quick: bool) -> list[Figure]:
     for _ in range(reps):
         t = _token()
         report, _, gone_at = _watch(f"sleep {t} & echo done", t, settle=0.2)
+        _expect(report, "done", "后台任务")
         bg_return.append(report["end"] - report["start"])
         bg_gone.append(gone_at - report["start"] if gone_at is not None else float("inf"))
 

@@ -6,8 +6,8 @@
 
 每本笔记本拆成三段：启动内核（直到内核就绪）、执行各格、关闭内核。
 另外在一个全新内核里单独执行 `import harness_lib`，看导入本身要多久，
-并用 `python -X importtime` 列出最重的几个依赖。完整规模下再测两种做法作参考：
-两本笔记本同时跑（每核一个内核），以及同时跑再加上立即关闭内核。
+并用 `python -X importtime` 列出最重的几个依赖。完整规模下再完整执行一遍作参考：
+两本笔记本同时跑（每核一个内核），并且立即关闭内核。
 """
 
 from __future__ import annotations
@@ -172,13 +172,12 @@ def run(quick: bool) -> list[Figure]:
             GROUP, "估算：一本接一本 + 立即关闭内核", total - shutdown_sum + len(paths) * fresh["shutdown"],
             "s", note="由上面几行算出（总用时 − 关闭内核合计 + 本数 × 立即关闭用时），不是实测"))
     if not quick:
-        # 同样的笔记本，两本同时跑；再加上立即关闭内核。各自是一次完整的执行
-        for shutdown, label in (("graceful", "两本并行"), ("immediate", "两本并行 + 立即关闭内核")):
-            seconds, bad = _parallel(paths, env, 2, shutdown)
-            figs.append(Figure(
-                GROUP, f"参考：{label}，总用时", seconds, "s", None if bad else ("<=", 20),
-                note=f"ProcessPoolExecutor(2)，shutdown_kernel='{shutdown}'；墙钟时间，含启动工作进程"
-                     + (f"；出错：{'、'.join(bad)}" if bad else "")))
+        # 同样的笔记本，两本同时跑，并且立即关闭内核：完整地再执行一遍
+        seconds, bad = _parallel(paths, env, 2, "immediate")
+        figs.append(Figure(
+            GROUP, "参考：两本并行 + 立即关闭内核，总用时", seconds, "s", None if bad else ("<=", 20),
+            note="ProcessPoolExecutor(2)，按文件名顺序分派，shutdown_kernel='immediate'；"
+                 "墙钟时间，含启动工作进程" + (f"；出错：{'、'.join(bad)}" if bad else "")))
     for name, r in results.items():
         slowest = max(r["per_cell"], key=lambda c: c[1], default=None)
         detail = f"内核 {r['kernel']:.2f} s + 各格 {r['cells']:.2f} s + 关闭 {r['shutdown']:.2f} s"
