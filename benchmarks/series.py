@@ -164,7 +164,7 @@ def run(quick: bool) -> list[Figure]:
                      + _heaviest_imports()) if not fresh["error"] else fresh["error"]),
         Figure(GROUP, "参考：立即关闭内核（immediate）", fresh["shutdown"], "s",
                note="同一个全新内核用 NotebookClient(shutdown_kernel='immediate') 关闭；"
-                    "上面各本用的是默认的 graceful，和 tests/test_notebooks.py 一样"),
+                    "上面各本用的是默认的 graceful；tests/test_notebooks.py 用的是 immediate"),
     ]
     shutdown_sum = sum(r["shutdown"] for r in results.values())
     if not failed and not fresh["error"]:
