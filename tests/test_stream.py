@@ -205,6 +205,8 @@ class _CuttingHandler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
+        # 每次响应后都关掉连接，并明说：否则客户端会拿一条已被关掉的连接发下一个请求，偶尔得到连接错误
+        self.send_header("Connection", "close")
         self.end_headers()
         for c in chunks:
             data = f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode()
