@@ -1,6 +1,5 @@
 """harness_lib.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
 
-import time
 
 import openai
 import pandas as pd
@@ -34,11 +33,9 @@ def test_every_check_has_an_impact_note():
 
 
 def test_fake_client_passes_every_check():
-    started = time.perf_counter()
     df = probe(FakeClient(), MODEL)
     assert isinstance(df, pd.DataFrame) and len(df) == len(CHECKS)
     assert_all_pass(df)
-    assert time.perf_counter() - started < 5
 
 
 def test_local_endpoint_over_http_passes_every_check():

@@ -227,13 +227,13 @@ def median_seconds(call, repeat=20):
     return sorted(times)[repeat // 2]
 
 
-def test_round_trip_is_quick(client):
+def test_no_nagle_delay(client):
+    """Nagle 算法与延迟确认叠加时，每次往返会多出 40 ms 左右；关掉 Nagle 后只有几毫秒（速度本身由 benchmarks/ 测量）。"""
     messages = [{"role": "user", "content": TASK}]
-    # 通常只有一两毫秒；若 Nagle 算法与延迟确认叠加，会变成 40 ms 左右
     assert median_seconds(lambda: client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS)) < 0.02
+        model=MODEL, messages=messages, tools=TOOLS)) < 0.03
     assert median_seconds(lambda: list(client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS, stream=True))) < 0.02
+        model=MODEL, messages=messages, tools=TOOLS, stream=True))) < 0.03
 
 
 def test_close_releases_the_port():
