@@ -2,6 +2,8 @@
 
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -9,9 +11,6 @@ NOTEBOOKS = ROOT / "notebooks"
 def notebook_paths():
     """按文件名顺序列出所有教学笔记本。"""
     return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-
-
-import pytest
 
 
 @pytest.fixture(autouse=True)
