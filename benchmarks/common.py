@@ -85,7 +85,7 @@ def lib_module(name: str) -> types.ModuleType:
         return importlib.import_module(f"harness_lib.{name}")
 
 
-# 子进程里只加载 harness_lib/bash.py（只用标准库），不执行包的 __init__.py：
+# 子进程里只加载 harness_lib/support/runner.py（只用标准库），不执行包的 __init__.py：
 # 峰值内存量的是执行器本身，而不是顺带导入的 pandas、openai。
 CHILD_PRELUDE = f"""
 import sys, types

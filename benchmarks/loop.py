@@ -5,7 +5,7 @@
 - 假模型直连：`agent_loop` + 脚本模式的 `FakeClient`（每次 20 轮工具调用再加一条回答），
   处理函数是什么都不做的 `{"bash": lambda args: "ok"}`，所以量到的只有循环和假模型本身；
 - 本地 HTTP 端点：真正的 `openai.OpenAI(base_url=..., max_retries=0)` 连到
-  `harness_lib.server.start_server()`，默认策略下一次循环正好两轮。
+  `harness_lib.support.endpoint.start_server()`，默认策略下一次循环正好两轮。
 
 “单独 create()”用循环实际发出的同一串请求重放一遍，所以
 执行框架自己的那部分 = 循环每轮用时 − 单独 create() 每次用时。

@@ -42,7 +42,7 @@ _CHILD = CHILD_PRELUDE + """
 import json, os, resource, subprocess, time
 mode, command = os.environ["BENCH_MODE"], os.environ["BENCH_CMD"]
 if mode == "run_bash":
-    from harness_lib.bash import run_bash
+    from harness_lib.support.runner import run_bash
     def run(command):
         return run_bash(command, timeout=float(os.environ.get("BENCH_TIMEOUT", "120")))
 elif mode == "naive":
@@ -52,7 +52,7 @@ elif mode == "cat":
     def run(command):
         return subprocess.run(["bash", "-c", command + " | cat > /dev/null"]).returncode
 else:  # baseline：导入执行器后什么都不做
-    from harness_lib.bash import run_bash
+    from harness_lib.support.runner import run_bash
     def run(command):
         return None
 start = time.monotonic()

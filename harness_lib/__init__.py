@@ -3,12 +3,12 @@
 这里只做再导出。每个模块的文档字符串说明它放的是什么、由哪一本笔记本讲过。
 """
 
-from .bash import BASH_TOOL, run_bash
-from .fake import FakeClient, check_request, text_reply, tool_call, tool_reply
-from .view import MessagesView, messages_frame, show_messages
-from .switch import ModelSwitch, client_from_env, model_switch
-from .server import start_server
-from .loop import (
+from .support.runner import BASH_TOOL, run_bash
+from .support.fake import FakeClient, check_request, text_reply, tool_call, tool_reply
+from .support.view import MessagesView, messages_frame, show_messages
+from .support.switch import ModelSwitch, client_from_env, model_switch
+from .support.endpoint import start_server
+from .lesson.loop import (
     HANDLERS,
     SYSTEM,
     TOOLS,
@@ -20,13 +20,14 @@ from .loop import (
     execute_tool_call,
     parse_arguments,
 )
-from .tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
-from .errors import EndpointError, call_model, collect_stream, from_sdk
-from .stream import CutStreamClient, accumulate, agent_loop_stream, live_preview, stream_turn
-from .probe import probe
-from .record import Recorder, ReplayClient, ReplayMismatchError
-from . import approval
-from .approval import Verdict, check_allowlist, decide, gate
+from .lesson.tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
+from .support.errors import EndpointError, call_model, collect_stream, from_sdk
+from .support.streaming import CutStreamClient, accumulate, live_preview, stream_turn
+from .lesson.stream import agent_loop_stream
+from .support.probe import probe
+from .support.record import Recorder, ReplayClient, ReplayMismatchError
+from .support import approval
+from .support.approval import Verdict, check_allowlist, decide, gate
 
 __all__ = [
     "BASH_TOOL",

@@ -16,7 +16,7 @@ def notebook_paths():
 @pytest.fixture(autouse=True)
 def _no_endpoint_left_over():
     """审批看的是“最近交出的端点”，这是进程级的状态：每个测试前后都复位成假模型。"""
-    from harness_lib import approval
+    from harness_lib.support import approval
 
     approval.note_endpoint(None, None)
     yield

@@ -1,4 +1,4 @@
-"""`harness_lib/approval.py` 的测试：三种选择、白名单、无头退回、环境变量策略、run_bash 的安全网。
+"""`harness_lib/support/approval.py` 的测试：三种选择、白名单、无头退回、环境变量策略、run_bash 的安全网。
 
 命令都是真实子进程，在 tmp_path 里运行；“有没有启动进程”用标记文件检查。
 """
@@ -25,9 +25,9 @@ from harness_lib import (
     tool_call,
     tool_reply,
 )
-from harness_lib import approval
-from harness_lib import bash as bash_module
-from harness_lib.approval import (
+from harness_lib.support import approval
+from harness_lib.support import runner as bash_module
+from harness_lib.support.approval import (
     DENIED_PREFIX,
     Verdict,
     check,
@@ -39,7 +39,7 @@ from harness_lib.approval import (
     requires_approval,
     using_endpoint,
 )
-from harness_lib.server import ensure_local_server
+from harness_lib.support.endpoint import ensure_local_server
 
 REMOTE = ("https://api.example.com/v1", "some-model")
 
@@ -250,7 +250,7 @@ def test_headless_kernel_really_has_no_stdin(tmp_path):
     """在真正的内核里用 nbclient 跑一格：input() 拿不到标准输入，ask_stdin 返回 None，不会卡住。"""
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(
-        "from harness_lib import approval\n"
+        "from harness_lib.support import approval\n"
         "print('答复是', approval.ask_stdin('rm a.txt'))\n"
         "print(approval.decide('rm a.txt', policy='ask').by)"
     ))

@@ -1,4 +1,4 @@
-"""`harness_lib/bash.py` 的测试：全部用真实子进程。
+"""`harness_lib/support/runner.py` 的测试：全部用真实子进程。
 
 只有“找不到 shell”一项把 shell 路径换成不存在的文件，其余都不替换任何东西。
 
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-BASH_PY = Path(__file__).resolve().parents[1] / "harness_lib" / "bash.py"
-_spec = importlib.util.spec_from_file_location("harness_lib_bash_under_test", BASH_PY)
-bash = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bash)
+from harness_lib.support import runner as bash
+
+BASH_PY = Path(bash.__file__)
 run_bash = bash.run_bash
 
 # 测试里的命令都是 POSIX shell 写法；Windows 分支在这里没有测试。
@@ -68,11 +67,9 @@ def appears(marker: str, wait: float = 1.0) -> bool:
 
 
 def child_argv(code: str) -> list[str]:
-    """新 Python 进程的命令行：按路径加载模块（名为 b），再执行 code。"""
+    """新 Python 进程的命令行：导入执行器模块（名为 b），再执行 code。"""
     prelude = textwrap.dedent(f"""
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("b", {str(BASH_PY)!r})
-        b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
+        from harness_lib.support import runner as b
     """)
     return [sys.executable, "-c", prelude + textwrap.dedent(code)]
 

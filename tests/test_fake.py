@@ -1,4 +1,4 @@
-"""离线假模型 harness_lib.fake 的单元测试：默认策略、脚本模式、请求检查、流式输出。"""
+"""离线假模型 harness_lib.support.fake 的单元测试：默认策略、脚本模式、请求检查、流式输出。"""
 
 import json
 import os
@@ -10,7 +10,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall,
 )
 
-from harness_lib.fake import (
+from harness_lib.support.fake import (
     FakeClient,
     FakeStream,
     ScriptExhaustedError,
@@ -20,7 +20,7 @@ from harness_lib.fake import (
     tool_reply,
 )
 
-from harness_lib.bash import BASH_TOOL  # noqa: E402
+from harness_lib.support.runner import BASH_TOOL  # noqa: E402
 
 MODEL = "fake-agent-1"
 TOOLS = [BASH_TOOL]  # 与笔记本用的是同一个工具定义
@@ -80,7 +80,7 @@ def test_content_parts_are_read_too():
 
 
 def test_command_comes_from_bash_module_when_available():
-    bash = pytest.importorskip("harness_lib.bash")
+    bash = pytest.importorskip("harness_lib.support.runner")
     response = ask(FakeClient(), [{"role": "user", "content": TASK}])
     assert command_of(response) == bash.list_py_command()
 
@@ -306,7 +306,7 @@ def test_bad_request_does_not_consume_the_script():
 
 
 def test_script_can_raise_an_api_error():
-    from harness_lib.fake import api_error
+    from harness_lib.support.fake import api_error
     client = FakeClient(script=[api_error(429, "Rate limit reached", type="requests", code="rate_limit_exceeded")])
     with pytest.raises(openai.RateLimitError) as info:
         ask(client, [{"role": "user", "content": "x"}])

@@ -12,11 +12,11 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
-from harness_lib.errors import RETRY_POLICY, EndpointError, call_model, collect_stream, from_sdk
-from harness_lib.fake import api_error
-from harness_lib.faults import FAULTS, closed_port_url, free_port, start_fault_server
-from harness_lib.loop import TOOLS
-from harness_lib.switch import client_from_env
+from harness_lib.support.errors import RETRY_POLICY, EndpointError, call_model, collect_stream, from_sdk
+from harness_lib.support.fake import api_error
+from harness_lib.support.faults import FAULTS, closed_port_url, free_port, start_fault_server
+from harness_lib.lesson.loop import TOOLS
+from harness_lib.support.switch import client_from_env
 
 SENTINEL = "SENTINEL-key-8f3a9c27d1e5"  # 假密钥：任何输出里都不许出现它
 MODEL = "fake-agent-1"

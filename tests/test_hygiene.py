@@ -77,7 +77,7 @@ def test_code_comments_are_chinese(path):
 
 
 def test_library_docstrings_are_chinese():
-    for path in sorted((ROOT / "harness_lib").glob("*.py")):
+    for path in sorted((ROOT / "harness_lib").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         doc = ast.get_docstring(tree)
         assert doc and CJK.search(doc), f"{path.name} 缺少中文模块说明"

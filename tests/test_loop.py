@@ -16,7 +16,7 @@ from harness_lib import (
     tool_reply,
     ToolInputError,
 )
-from harness_lib.bash import demo_workspace
+from harness_lib.support.runner import demo_workspace
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""harness_lib.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
+"""harness_lib.support.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
 
 
 import openai
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from harness_lib import FakeClient, start_server, text_reply
-from harness_lib.bash import BASH_TOOL
-from harness_lib.fake import api_error
-from harness_lib.probe import CHECKS, IMPACT, PARALLEL_PROMPT, probe
+from harness_lib.support.runner import BASH_TOOL
+from harness_lib.support.fake import api_error
+from harness_lib.support.probe import CHECKS, IMPACT, PARALLEL_PROMPT, probe
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-probe-sentinel-5f3a9c"

@@ -1,4 +1,4 @@
-"""harness_lib.record：录下一次真实 HTTP 运行，离线回放出同样的对话记录；文件里没有密钥。"""
+"""harness_lib.support.record：录下一次真实 HTTP 运行，离线回放出同样的对话记录；文件里没有密钥。"""
 
 import json
 
@@ -7,10 +7,10 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from harness_lib import FakeClient, agent_loop, start_server, text_reply, tool_call, tool_reply
-from harness_lib.bash import BASH_TOOL, demo_workspace
-from harness_lib.errors import EndpointError
-from harness_lib.fake import api_error
-from harness_lib.record import (
+from harness_lib.support.runner import BASH_TOOL, demo_workspace
+from harness_lib.support.errors import EndpointError
+from harness_lib.support.fake import api_error
+from harness_lib.support.record import (
     Recorder,
     ReplayClient,
     ReplayExhaustedError,
@@ -18,7 +18,8 @@ from harness_lib.record import (
     load_calls,
     replay,
 )
-from harness_lib.stream import CutStreamClient, agent_loop_stream, stream_turn
+from harness_lib.lesson.stream import agent_loop_stream
+from harness_lib.support.streaming import CutStreamClient, stream_turn
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-record-SENTINEL-7d1e20b4"

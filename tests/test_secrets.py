@@ -8,7 +8,7 @@ JUPYTER_RUNTIME_DIR 都指向这次测试自己的临时文件夹，笔记本也
 文件按字节搜索，同时查 UTF-8、UTF-16 和 base64 的写法。
 
 另有几个单元级检查：切换器与 `client_from_env` 给出的客户端的 repr/str、401 的中文说明、
-经过 `agent_loop` 抛出的异常（以及有 `harness_lib.errors.from_sdk` 时转换出的 `EndpointError`）、
+经过 `agent_loop` 抛出的异常（以及有 `harness_lib.support.errors.from_sdk` 时转换出的 `EndpointError`）、
 对话记录本身，和模型让执行框架跑 `env` 时返回的工具结果。
 """
 
@@ -35,8 +35,8 @@ from nbclient import NotebookClient
 from conftest import NOTEBOOKS, ROOT, notebook_paths
 from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame, model_switch,
                          run_bash, text_reply, tool_call, tool_reply)
-from harness_lib.server import start_server
-from harness_lib.switch import explain_error
+from harness_lib.support.endpoint import start_server
+from harness_lib.support.switch import explain_error
 
 PATHS = notebook_paths()
 MODEL = "fake-agent-1"
@@ -147,7 +147,7 @@ def endpoint(tmp_path_factory):
     env["PYTHONUNBUFFERED"] = "1"
     with open(out_path, "wb") as out, open(log_path, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness_lib.server", "--port", "0", "--api-key", SENTINEL, "--verbose"],
+            [sys.executable, "-m", "harness_lib.support.endpoint", "--port", "0", "--api-key", SENTINEL, "--verbose"],
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
         )
     try:
@@ -410,7 +410,7 @@ def test_agent_loop_auth_error_and_transcript(server):
     assert_clean(exception_texts(exc), "agent_loop 抛出的异常", keys=(SENTINEL, WRONG))
     assert len(messages) == 1  # 失败的一轮不写进 messages
 
-    from harness_lib import errors
+    from harness_lib.support import errors
 
     from_sdk = getattr(errors, "from_sdk", None)
     if from_sdk is not None:

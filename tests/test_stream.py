@@ -1,4 +1,4 @@
-"""harness_lib.stream：流式块拼回消息、截断检测、流式循环。
+"""harness_lib.support.streaming：流式块拼回消息、截断检测、流式循环。
 
 用假模型，也用真正的 openai.OpenAI 客户端走真实的 HTTP（本地端点，以及一个会把流掐断的小服务器）。
 """
@@ -21,13 +21,13 @@ from harness_lib import (
     tool_call,
     tool_reply,
 )
-from harness_lib.bash import BASH_TOOL, demo_workspace
-from harness_lib.errors import EndpointError
-from harness_lib.loop import SYSTEM
-from harness_lib.stream import (
+from harness_lib.support.runner import BASH_TOOL, demo_workspace
+from harness_lib.support.errors import EndpointError
+from harness_lib.lesson.loop import SYSTEM
+from harness_lib.lesson.stream import agent_loop_stream
+from harness_lib.support.streaming import (
     CutStreamClient,
     accumulate,
-    agent_loop_stream,
     live_preview,
     stream_turn,
 )

@@ -1,6 +1,6 @@
-"""模型切换器（harness_lib.switch）：默认假模型、预设、密钥不外泄、测试连接、错误说明。
+"""模型切换器（harness_lib.support.switch）：默认假模型、预设、密钥不外泄、测试连接、错误说明。
 
-测试连接用的是真实的本地端点（harness_lib.server），不是 mock。
+测试连接用的是真实的本地端点（harness_lib.support.endpoint），不是 mock。
 """
 
 import json
@@ -10,9 +10,9 @@ import httpx2
 import openai
 import pytest
 
-from harness_lib.fake import FakeClient
-from harness_lib.server import ensure_local_server, start_server
-from harness_lib.switch import (
+from harness_lib.support.fake import FakeClient
+from harness_lib.support.endpoint import ensure_local_server, start_server
+from harness_lib.support.switch import (
     PRESETS,
     ModelSwitch,
     SwitchConfigError,
@@ -361,8 +361,8 @@ def test_non_ascii_key_is_explained_without_the_key():
     """复制密钥时带上了全角字符：SDK 抛 UnicodeEncodeError，要有一句中文解释。"""
     import openai
 
-    from harness_lib.server import start_server
-    from harness_lib.switch import explain_error
+    from harness_lib.support.endpoint import start_server
+    from harness_lib.support.switch import explain_error
 
     key = "sk-密钥１２３４５６"
     with start_server(api_key="right") as server:
@@ -378,8 +378,8 @@ def test_non_ascii_key_is_explained_without_the_key():
 
 def test_env_key_goes_to_the_env_base_url_even_on_loopback():
     """OPENAI_BASE_URL 指向一个要密钥的本地服务时，切换器要把环境里的密钥发给它。"""
-    from harness_lib.server import start_server
-    from harness_lib.switch import ModelSwitch
+    from harness_lib.support.endpoint import start_server
+    from harness_lib.support.switch import ModelSwitch
 
     with start_server(api_key="local-secret") as server:
         env = {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url,

@@ -44,7 +44,7 @@ def marked_definitions():
 
 
 def _module_definitions(module):
-    tree = ast.parse((ROOT / "harness_lib" / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "harness_lib" / "lesson" / f"{module}.py").read_text(encoding="utf-8"))
     table = {}
     for node in tree.body:
         for name in _top_level_names(node):
@@ -63,16 +63,16 @@ def test_some_definitions_are_marked():
     "notebook,module,name,node", MARKED, ids=[f"{n}:{m}.{x}" for n, m, x, _ in MARKED]
 )
 def test_marked_definition_matches_library(notebook, module, name, node):
-    path = ROOT / "harness_lib" / f"{module}.py"
-    assert path.exists(), f"{notebook} 标记保存到 harness_lib/{module}.py，但该文件不存在"
+    path = ROOT / "harness_lib" / "lesson" / f"{module}.py"
+    assert path.exists(), f"{notebook} 标记保存到 harness_lib/lesson/{module}.py，但该文件不存在"
     tree, table = _module_definitions(module)
-    assert name in table, f"{notebook} 定义的 {name} 不在 harness_lib/{module}.py 里"
+    assert name in table, f"{notebook} 定义的 {name} 不在 harness_lib/lesson/{module}.py 里"
     assert ast.dump(node) == ast.dump(table[name]), (
-        f"{name}：{notebook} 里的定义与 harness_lib/{module}.py 不一致，请同步两处"
+        f"{name}：{notebook} 里的定义与 harness_lib/lesson/{module}.py 不一致，请同步两处"
     )
     doc = ast.get_docstring(tree) or ""
     assert notebook.split(".")[0] in doc, (
-        f"harness_lib/{module}.py 的模块说明应写明 {name} 来自 {notebook}"
+        f"harness_lib/lesson/{module}.py 的模块说明应写明 {name} 来自 {notebook}"
     )
 
 

@@ -1,4 +1,4 @@
-"""`harness_lib/tools.py` 的测试：真实文件放在 tmp_path 里，bash 用真实子进程。
+"""`harness_lib/lesson/tools.py` 的测试：真实文件放在 tmp_path 里，bash 用真实子进程。
 
 工作区放在 tmp_path/ws，工作区外面的东西放在 tmp_path/outside，
 每个逃逸测试都检查外面的文件没有被读到、也没有被写出来。
@@ -11,7 +11,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
 from harness_lib import FakeClient, text_reply, tool_call, tool_reply
-from harness_lib.loop import (
+from harness_lib.lesson.loop import (
     TOOLS,
     ToolDenied,
     ToolInputError,
@@ -19,7 +19,7 @@ from harness_lib.loop import (
     check_transcript,
     execute_tool_call,
 )
-from harness_lib.tools import (
+from harness_lib.lesson.tools import (
     MAX_READ_CHARS,
     ToolFailed,
     ToolRegistry,

@@ -401,7 +401,7 @@ def _list_py_command() -> str:
     global _LIST_PY_FN
     if _LIST_PY_FN is None:
         try:
-            from .bash import list_py_command as fn
+            from .runner import list_py_command as fn
         except Exception:  # bash.py 还不可用时退回同样的规则
             def fn() -> str:
                 return "dir /b *.py" if os.name == "nt" else "ls *.py"

@@ -501,7 +501,7 @@ def gate(handlers, policy=None, *, ask=None, tools=("bash",)):
     `execute_tool_call` 会把它写成“错误（执行授权失败）：理由”交给模型。
     参数本身不合格（没有 command、不是字符串）时不审批，交给原处理函数去报“调用解析失败”。
     """
-    from .loop import ToolDenied  # 放在函数里：loop 导入 bash，bash 又导入本模块
+    from harness_lib.lesson.loop import ToolDenied  # 放在函数里：loop 导入 bash，bash 又导入本模块
 
     if policy is not None:
         policy = _policy_name(policy)

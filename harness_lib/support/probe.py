@@ -19,9 +19,9 @@ from typing import Any, Callable
 import openai
 import pydantic
 
-from .bash import BASH_TOOL
+from .runner import BASH_TOOL
 from .errors import EndpointError
-from .stream import accumulate
+from .streaming import accumulate
 from .switch import explain_error
 
 __all__ = ["CHECKS", "IMPACT", "PARALLEL_PROMPT", "probe"]

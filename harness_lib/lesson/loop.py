@@ -14,8 +14,8 @@
 import json
 import time
 
-from .bash import BASH_TOOL, run_bash
-from .errors import call_model
+from harness_lib.support.runner import BASH_TOOL, run_bash
+from harness_lib.support.errors import call_model
 
 SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；拿到结果后，用简短的中文回答。"
 

@@ -254,7 +254,7 @@ def client_from_env(environ=os.environ):
     if mode == "fake":
         return _handed_out(_fake_client(), FAKE_MODEL)
     if mode == "local":
-        from .server import ensure_local_server
+        from .endpoint import ensure_local_server
 
         model = environ.get("HARNESS_MODEL") or FAKE_MODEL
         return _handed_out(_real_client(ensure_local_server(), NO_KEY), model)
@@ -407,7 +407,7 @@ class ModelSwitch:
         try:
             self.preset_dropdown.value = key
             if key == "local":
-                from .server import ensure_local_server
+                from .endpoint import ensure_local_server
 
                 self.base_url_text.value = ensure_local_server()
             elif preset.base_url:
@@ -491,7 +491,7 @@ class ModelSwitch:
     def _real_settings(self) -> tuple[str, str, str]:
         """真实端点的 (base_url, model, key)；缺东西时抛出 SwitchConfigError。"""
         if self.preset.key == "local":
-            from .server import ensure_local_server
+            from .endpoint import ensure_local_server
 
             url = ensure_local_server()  # 端点若被关掉，会在这里重新启动
             if self.base_url_text.value != url:

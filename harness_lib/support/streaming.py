@@ -27,12 +27,10 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from .errors import EndpointError, call_model
-from .loop import HANDLERS, SYSTEM, TOOLS, execute_tool_call
 
 __all__ = [
     "CutStreamClient",
     "accumulate",
-    "agent_loop_stream",
     "live_preview",
     "stream_turn",
 ]
@@ -232,40 +230,6 @@ def stream_turn(client, model, messages, tools=None, *, on_delta=None, include_u
         completion["usage"] = result["usage"]
     # construct 是 SDK 解析 HTTP 响应时用的宽松构造：不认识的字段和取值也照样保留
     return ChatCompletion.construct(**completion)
-
-
-def agent_loop_stream(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
-                      max_turns=10, max_tokens_total=None, max_seconds=None, on_turn=None, on_delta=None):
-    """和 agent_loop 相同的循环，只是每一轮用 stream_turn 边收边读回复；on_delta 看到接收中的半条消息。
-
-    回复收齐、拼成完整的消息之后，才和原来一样连同工具消息一次性追加；流中途断了，
-    stream_turn 抛出 `EndpointError("stream_cut", ...)`，messages 保持上一轮结束时的样子。
-    停止条件（`max_turns`、`max_tokens_total`、`max_seconds`）与 agent_loop 完全相同。
-    """
-    started = time.monotonic()
-    tokens = 0
-    for _ in range(max_turns):
-        if max_seconds is not None and time.monotonic() - started > max_seconds:
-            return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
-        prefix = [{"role": "system", "content": system}] if system else []
-        response = stream_turn(client, model, [*prefix, *messages], tools, on_delta=on_delta)
-        tokens += response.usage.total_tokens if response.usage else 0
-        message = response.choices[0].message
-        turn = [message.model_dump(exclude_none=True)]
-        for tool_call in message.tool_calls or []:
-            turn.append({
-                "role": "tool",
-                "tool_call_id": tool_call.id,
-                "content": execute_tool_call(tool_call, handlers),
-            })
-        messages.extend(turn)
-        if on_turn is not None:
-            on_turn(messages)
-        if not message.tool_calls:
-            return message.content or ""
-        if max_tokens_total is not None and tokens > max_tokens_total:
-            return f"[已用掉 {tokens} 个 token，超过预算 {max_tokens_total}，循环停止；messages 仍然完整，可以接着再跑]"
-    return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
 
 def live_preview(view, messages, *, min_interval=0.05):

@@ -18,8 +18,8 @@
 import re
 from pathlib import Path
 
-from .bash import run_bash
-from .loop import BLOCKED_SNIPPETS, ToolDenied, ToolInputError
+from harness_lib.support.runner import run_bash
+from harness_lib.lesson.loop import BLOCKED_SNIPPETS, ToolDenied, ToolInputError
 
 MAX_READ_CHARS = 50_000  # read_file 最多返回的字符数
 MAX_GLOB_RESULTS = 200  # glob 最多列出的条目数

@@ -167,7 +167,7 @@ def collect_stream(stream):
     """
     import httpx2
 
-    from .stream import accumulate  # 拼块的逻辑只有一份，在 stream.py 里（08_streaming 讲它）
+    from .streaming import accumulate  # 拼块的逻辑只有一份，在 stream.py 里（08_streaming 讲它）
 
     try:
         result = accumulate(stream)
