@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .fake import CREATED, DEFAULT_MODEL, FakeClient
+from .net import closed_port_url, free_port, is_loopback
 
 __all__ = ["FAULTS", "FaultServer", "closed_port_url", "free_port", "start_fault_server"]
 
@@ -48,7 +49,6 @@ FAULTS = {
     "stream_cut": "流式回复发了几块就结束了，没有 finish_reason，也没有 [DONE]",
 }
 
-LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 MAX_BODY = 1_000_000  # 请求体上限（字节）
 MAX_DELAY = 30.0  # “超时”故障最多拖多少秒
 RETRY_AFTER_MS = 20  # 429/5xx 建议客户端等多少毫秒再试；设得很短，演示和测试才快
@@ -57,18 +57,6 @@ _HTML_PAGE = (
     "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>请先登录</title></head>\n"
     "<body><h1>请先登录网络</h1><p>这是代理或网关返回的网页，不是模型的回复。</p></body></html>\n"
 )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """找一个此刻没有人使用的端口号：绑定端口 0 让系统挑一个，然后马上关掉。"""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def closed_port_url(host: str = "127.0.0.1") -> str:
-    """一个没有服务监听的 base_url，连上去会被拒绝（“连接被拒绝”故障）。"""
-    return f"http://{host}:{free_port(host)}/v1"
 
 
 def _error(message: str, *, type: str, code: str | None = None, param: str | None = None) -> dict:
@@ -364,8 +352,8 @@ def start_fault_server(fault: str = "ok", *, host: str = "127.0.0.1", port: int 
     """
     if fault not in FAULTS:
         raise ValueError(f"没有名为 {fault!r} 的故障，可选：{'、'.join(FAULTS)}")
-    if host not in LOOPBACK:
-        raise ValueError(f"故障服务器只监听本机回环地址（{'、'.join(sorted(LOOPBACK))}），收到 {host!r}")
+    if not is_loopback(host, listening=True):
+        raise ValueError(f"故障服务器只监听本机回环地址（如 127.0.0.1、::1、localhost），收到 {host!r}")
     httpd = _HTTPServer((host, port), delay=delay, verbose=verbose)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                               name=f"harness_lib.faults:{httpd.server_address[1]}", daemon=True)
