@@ -9,7 +9,7 @@ comma  := ,
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-browser bench release autograde clean
+.PHONY: lab test test-browser bench lesson release autograde clean
 
 # 每组 extras 一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……
 # venv 缺失或解释器坏掉就重建；pyproject.toml 比标记新就重装。
@@ -31,6 +31,10 @@ test-browser: $(VENV)/.installed-dev-browser
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks
+
+# 课程层：从笔记本里标了 `# harness_lib: save <模块>` 的格子重新生成 harness_lib/lesson/*.py
+lesson: $(VENV)/.installed-dev
+	$(PY) scripts/export_lesson.py
 
 # 课程作业：生成学生版到 release/，给 $(SUBMISSIONS)/<学号>/*.ipynb 自动评分到 grades/
 release: $(VENV)/.installed-dev-teach

@@ -1,25 +1,27 @@
-"""参考循环：笔记本一步步搭出来的改进版智能体循环，供后面的笔记本和测试直接调用。
+"""课程层 `loop`：笔记本里标了 `# harness_lib: save loop` 的格子，按笔记本和格子的顺序拼在一起。
 
-来源（每个定义都与笔记本里标了 `# harness_lib: save loop` 的那一格逐字一致，由 tests/test_sync.py 检查）：
+每个名字由哪本笔记本定义：
 
-- `SYSTEM`、`TOOLS`：03_one_request（原文第三节，第一、二步）；
-- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`bash_handler`、
-  `HANDLERS`、`execute_tool_call`：04_failure_paths（原文第三节末尾的失败分支）；
-- `agent_loop`、`check_transcript`：05_limits（原文第四节）。`agent_loop` 通过
-  `harness_lib.errors.call_model` 调模型，端点出错时抛出简短的 `EndpointError`（07_endpoint_faults 细讲）。
+- `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
+- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`bash_handler`、`HANDLERS`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
+- `agent_loop`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
 
-这里只放笔记本讲过的东西；假模型、消息表、切换器、执行器各在自己的模块里。
+每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
+本文件由 `make lesson`（`python scripts/export_lesson.py`）从这些标记格子生成，不要手改：
+要改就改笔记本里的格子，再重新生成。
 """
 
-import json
-import time
 
-from harness_lib.support.runner import BASH_TOOL, run_bash
-from harness_lib.support.errors import call_model
+# %% notebooks/03_one_request.ipynb 第 18 格
+from harness_lib.support.runner import BASH_TOOL
 
 SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；拿到结果后，用简短的中文回答。"
 
 TOOLS = [BASH_TOOL]
+
+
+# %% notebooks/04_failure_paths.ipynb 第 21 格
+import json
 
 
 class ToolInputError(Exception):
@@ -41,6 +43,9 @@ def parse_arguments(raw):
     return value
 
 
+# %% notebooks/04_failure_paths.ipynb 第 29 格
+from harness_lib.support.runner import run_bash
+
 BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"]
 
 
@@ -60,6 +65,7 @@ def bash_handler(args):
 HANDLERS = {"bash": bash_handler}
 
 
+# %% notebooks/04_failure_paths.ipynb 第 34 格
 def execute_tool_call(tool_call, handlers):
     """执行一个工具调用。无论成败都返回一段文字，交给 tool 消息；失败时写明属于哪一层。"""
     name = tool_call.function.name
@@ -75,6 +81,13 @@ def execute_tool_call(tool_call, handlers):
         return f"错误（执行授权失败）：{exc}"
     except Exception as exc:
         return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
+
+
+# %% notebooks/05_limits.ipynb 第 43 格
+import time
+
+from harness_lib.support.errors import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
+# （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、execute_tool_call；它们就定义在本模块上文）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
@@ -112,6 +125,10 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
 
+# （笔记本里这一格最后的表达式只用来显示结果，模块里略去）
+
+
+# %% notebooks/05_limits.ipynb 第 59 格
 def check_transcript(messages):
     """用原文第四节的四个问题检查一份对话记录，返回 {问题: 是否成立}。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]

@@ -1,5 +1,16 @@
-"""流式循环：`agent_loop_stream`，来自 08_streaming。"""
+"""课程层 `stream`：笔记本里标了 `# harness_lib: save stream` 的格子，按笔记本和格子的顺序拼在一起。
 
+每个名字由哪本笔记本定义：
+
+- `agent_loop_stream`：08_streaming《08 流式输出：同一个循环，边收边看（原文第三节的延伸）》。
+
+每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
+本文件由 `make lesson`（`python scripts/export_lesson.py`）从这些标记格子生成，不要手改：
+要改就改笔记本里的格子，再重新生成。
+"""
+
+
+# %% notebooks/08_streaming.ipynb 第 26 格
 import time
 
 from harness_lib.lesson.loop import HANDLERS, SYSTEM, TOOLS, execute_tool_call

@@ -1,28 +1,21 @@
-"""五个工具：bash 加上四个文件工具，登记在一个注册表里，文件工具只能碰工作区里面的东西。
+"""课程层 `tools`：笔记本里标了 `# harness_lib: save tools` 的格子，按笔记本和格子的顺序拼在一起。
 
-来源：06_five_tools（原文开头的下篇预告）。这里的每个定义都与那本笔记本里
-标了 `# harness_lib: save tools` 的格子逐字一致，由 tests/test_sync.py 检查。
+每个名字由哪本笔记本定义：
 
-- `ToolRegistry`：把工具定义和处理函数登记在一处，生成 `tools`（交给模型）和
-  `handlers`（分发表，交给循环）；
-- `ToolFailed`：处理函数执行了，但没做成（工具结果失败）；
-- `Workspace`：工作区，把模型给的路径解析成工作区里的绝对路径，逃出去就拒绝；
-- `string_arg`：从参数 dict 里取一个字符串参数，不合格就抛 `ToolInputError`；
-- `make_file_tools(root)`：在 root 这个工作区上登记 bash、read_file、write_file、
-  edit_file、glob 五个工具，返回注册表。
+- `ToolRegistry`、`ToolFailed`、`Workspace`、`MAX_READ_CHARS`、`MAX_GLOB_RESULTS`、`string_arg`、`make_file_tools`：06_five_tools《06 预告：同一个循环，五个工具（原文开头的下篇预告）》。
 
-循环本身不在这里：`agent_loop` 仍是 harness_lib/loop.py 里那一个，只是换了
-`tools` 和 `handlers` 两个参数。
+每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
+本文件由 `make lesson`（`python scripts/export_lesson.py`）从这些标记格子生成，不要手改：
+要改就改笔记本里的格子，再重新生成。
 """
 
+
+# %% notebooks/06_five_tools.ipynb 第 26 格
 import re
 from pathlib import Path
 
 from harness_lib.support.runner import run_bash
 from harness_lib.lesson.loop import BLOCKED_SNIPPETS, ToolDenied, ToolInputError
-
-MAX_READ_CHARS = 50_000  # read_file 最多返回的字符数
-MAX_GLOB_RESULTS = 200  # glob 最多列出的条目数
 
 
 class ToolRegistry:
@@ -65,6 +58,7 @@ class ToolRegistry:
         return name in self._entries
 
 
+# %% notebooks/06_five_tools.ipynb 第 34 格
 class ToolFailed(Exception):
     """参数没问题、也允许执行，但处理函数没做成，例如文件不存在（工具结果失败）。"""
 
@@ -95,6 +89,11 @@ class Workspace:
     def relative(self, target):
         """工作区里的绝对路径 → 给模型看的相对路径（用 / 分隔）。"""
         return Path(target).relative_to(self.root).as_posix()
+
+
+# %% notebooks/06_five_tools.ipynb 第 39 格
+MAX_READ_CHARS = 50_000  # read_file 最多返回的字符数
+MAX_GLOB_RESULTS = 200  # glob 最多列出的条目数
 
 
 def string_arg(args, key, *, allow_empty=False):
