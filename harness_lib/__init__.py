@@ -6,7 +6,8 @@
 from .support.runner import BASH_TOOL, run_bash
 from .support.fake import FakeClient, check_request, text_reply, tool_call, tool_reply
 from .support.view import MessagesView, messages_frame, show_messages
-from .support.switch import ModelSwitch, client_from_env, model_switch
+from .support.switch import ModelSwitch, model_switch
+from .support.clients import client_from_env
 from .support.endpoint import start_server
 from .lesson.loop import (
     HANDLERS,

@@ -4,6 +4,8 @@ import pathlib
 
 import pytest
 
+from harness_lib.support.faults import start_fault_server
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -11,6 +13,18 @@ NOTEBOOKS = ROOT / "notebooks"
 def notebook_paths():
     """按文件名顺序列出所有教学笔记本。"""
     return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def key_leaks(text, key, n=6):
+    """`text` 里出现了密钥的哪些 n 字符片段（空列表表示没有泄露）。"""
+    return sorted({key[i:i + n] for i in range(len(key) - n + 1)} & {text[i:i + n] for i in range(len(text) - n + 1)})
+
+
+@pytest.fixture(scope="module")
+def fault_server():
+    """本机故障服务器（harness_lib.support.faults），一个测试文件共用一台；数请求前先 `reset()`。"""
+    with start_fault_server(delay=5) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)

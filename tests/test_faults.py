@@ -12,24 +12,17 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
-from harness_lib.support.errors import RETRY_POLICY, EndpointError, call_model, collect_stream, from_sdk
+from harness_lib.support.errors import EndpointError, call_model, collect_stream
 from harness_lib.support.fake import api_error
 from harness_lib.support.faults import FAULTS, closed_port_url, free_port, start_fault_server
 from harness_lib.lesson.loop import TOOLS
-from harness_lib.support.switch import client_from_env
 
 SENTINEL = "SENTINEL-key-8f3a9c27d1e5"  # 假密钥：任何输出里都不许出现它
 MODEL = "fake-agent-1"
 
 
-@pytest.fixture(scope="module")
-def server():
-    with start_fault_server(delay=5) as srv:
-        yield srv
-
-
-def _client(server, fault, *, retries=0, timeout=0.5, key=SENTINEL):
-    return openai.OpenAI(base_url=server.url(fault), api_key=key, max_retries=retries, timeout=timeout)
+def _client(fault_server, fault, *, retries=0, timeout=0.5, key=SENTINEL):
+    return openai.OpenAI(base_url=fault_server.url(fault), api_key=key, max_retries=retries, timeout=timeout)
 
 
 def _conversation():
@@ -77,13 +70,13 @@ def test_every_fault_has_a_case():
 
 
 @pytest.mark.parametrize("fault, kind, original, hits", CASES, ids=[c[0] for c in CASES])
-def test_fault_raises_endpoint_error_and_leaves_messages(server, fault, kind, original, hits):
+def test_fault_raises_endpoint_error_and_leaves_messages(fault_server, fault, kind, original, hits):
     messages = _conversation()
     before = copy.deepcopy(messages)
-    server.reset()
+    fault_server.reset()
     started = time.monotonic()
     with pytest.raises(EndpointError) as info:
-        agent_loop(messages, client=_client(server, fault), model=MODEL)
+        agent_loop(messages, client=_client(fault_server, fault), model=MODEL)
     err = info.value
     assert err.kind == kind
     if original is None:
@@ -92,7 +85,7 @@ def test_fault_raises_endpoint_error_and_leaves_messages(server, fault, kind, or
         assert isinstance(err.original, original)
         assert err.__cause__ is err.original
     assert messages == before, "失败的调用不能改动 messages"
-    assert server.hits[fault] == hits
+    assert fault_server.hits[fault] == hits
     assert time.monotonic() - started < 3, "短超时、不重试时应当很快失败"
     _assert_clean(err)
 
@@ -106,26 +99,26 @@ def test_fault_raises_endpoint_error_and_leaves_messages(server, fault, kind, or
     check_request(messages, TOOLS)
 
 
-def test_rerun_against_a_good_http_endpoint_continues(server, tmp_path, monkeypatch):
+def test_rerun_against_a_good_http_endpoint_continues(fault_server, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "app.py").write_text("print(1)\n", encoding="utf-8")
     messages = _conversation()
     with pytest.raises(EndpointError):
-        agent_loop(messages, client=_client(server, "unavailable"), model=MODEL)
-    answer = agent_loop(messages, client=_client(server, "ok"), model=MODEL)
+        agent_loop(messages, client=_client(fault_server, "unavailable"), model=MODEL)
+    answer = agent_loop(messages, client=_client(fault_server, "ok"), model=MODEL)
     assert "app.py" in answer
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
 
 
 @pytest.mark.parametrize("fault", ["rate_limit", "server", "unavailable"])
-def test_retryable_faults_are_retried_visibly(server, fault, caplog):
-    server.reset()
+def test_retryable_faults_are_retried_visibly(fault_server, fault, caplog):
+    fault_server.reset()
     caplog.set_level(logging.INFO, logger="openai")
     messages = _conversation()
     with pytest.raises(EndpointError) as info:
-        agent_loop(messages, client=_client(server, fault, retries=2), model=MODEL)
-    assert server.hits[fault] == 3, "max_retries=2：一次请求加两次重试"
-    assert [row["第几次尝试"] for row in server.log] == [1, 2, 3]
+        agent_loop(messages, client=_client(fault_server, fault, retries=2), model=MODEL)
+    assert fault_server.hits[fault] == 3, "max_retries=2：一次请求加两次重试"
+    assert [row["第几次尝试"] for row in fault_server.log] == [1, 2, 3]
     retry_lines = [r.getMessage() for r in caplog.records if r.name.startswith("openai") and "Retrying" in r.getMessage()]
     assert len(retry_lines) == 2 and "retry 2 of 2" in retry_lines[-1]
     assert "重试了 2 次" in info.value.explanation
@@ -133,81 +126,47 @@ def test_retryable_faults_are_retried_visibly(server, fault, caplog):
 
 
 @pytest.mark.parametrize("fault", ["auth", "permission", "not_found"])
-def test_client_errors_are_not_retried(server, fault):
-    server.reset()
+def test_client_errors_are_not_retried(fault_server, fault):
+    fault_server.reset()
     with pytest.raises(EndpointError) as info:
-        call_model(_client(server, fault, retries=2), model=MODEL, messages=_conversation())
-    assert server.hits[fault] == 1
+        call_model(_client(fault_server, fault, retries=2), model=MODEL, messages=_conversation())
+    assert fault_server.hits[fault] == 1
     assert "重试" not in info.value.explanation
 
 
-def test_retry_after_header_is_sent(server):
+def test_retry_after_header_is_sent(fault_server):
     import httpx2
 
-    response = httpx2.post(server.url("rate_limit") + "/chat/completions", json={"model": MODEL})
+    response = httpx2.post(fault_server.url("rate_limit") + "/chat/completions", json={"model": MODEL})
     assert response.status_code == 429
     assert response.headers["retry-after"] == "0" and int(response.headers["retry-after-ms"]) > 0
 
 
-def test_retry_policy_matches_the_switch():
-    try:
-        client, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
-                                     "OPENAI_API_KEY": SENTINEL, "HARNESS_MODEL": MODEL})
-        assert client.max_retries == RETRY_POLICY["max_retries"] == 2
-        assert client.timeout == RETRY_POLICY["timeout"] == 60
-    finally:
-        client_from_env({"HARNESS_MODE": "fake"})  # 切换器会记下“当前端点”：测完换回假模型
-
-
-def test_auth_error_echo_is_redacted(server):
+def test_auth_error_echo_is_redacted(fault_server):
     with pytest.raises(EndpointError) as info:
-        call_model(_client(server, "auth"), model=MODEL, messages=_conversation())
+        call_model(_client(fault_server, "auth"), model=MODEL, messages=_conversation())
     # 服务器的原话回显了密钥的开头和结尾，原始异常里有；我们的说明里没有
     assert SENTINEL[:8] in str(info.value.original)
     assert "服务器原话" in info.value.explanation
     _assert_clean(info.value)
 
 
-def test_non_ascii_key_is_explained_without_the_key(server):
+def test_non_ascii_key_is_explained_without_the_key(fault_server):
     bad_key = "sk-密钥" + SENTINEL
     messages = _conversation()
     with pytest.raises(EndpointError) as info:
-        agent_loop(messages, client=_client(server, "ok", key=bad_key), model=MODEL)
+        agent_loop(messages, client=_client(fault_server, "ok", key=bad_key), model=MODEL)
     assert info.value.kind == "auth" and isinstance(info.value.original, UnicodeEncodeError)
     assert "非 ASCII" in info.value.explanation
     _assert_clean(info.value)
     assert messages == _conversation()
 
 
-def test_bad_request_passes_through_unchanged(server):
+def test_bad_request_passes_through_unchanged(fault_server):
     """400 说明是我们自己的请求不合格：原样抛出 openai.BadRequestError（03、04 教过怎样读它）。"""
     broken = [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]
     with pytest.raises(openai.BadRequestError):
-        agent_loop(broken, client=_client(server, "ok"), model=MODEL)
-    err = from_sdk(api_error(400, "Invalid parameter: messages with role 'tool' ..."), SENTINEL)
-    assert err.kind == "bad_request" and "HTTP 400" in err.explanation
-
-
-def test_from_sdk_kinds_offline():
-    request = api_error(500, "x").request
-    cases = {
-        "auth": api_error(401, f"Incorrect API key provided: {SENTINEL}"),
-        "permission": api_error(403, "no"),
-        "not_found": api_error(404, "no"),
-        "rate_limit": api_error(429, "slow down"),
-        "server": api_error(502, "bad gateway"),
-        "bad_request": api_error(422, "bad"),
-        "other": api_error(409, "conflict"),
-        "timeout": openai.APITimeoutError(request=request),
-        "connection": openai.APIConnectionError(request=request),
-    }
-    for kind, exc in cases.items():
-        err = from_sdk(exc, SENTINEL)
-        assert err.kind == kind and err.original is exc, kind
-        _assert_clean(err)
-    assert from_sdk(RuntimeError("?")).kind == "other"
-    same = EndpointError("timeout", "已经是")
-    assert from_sdk(same) is same
+        agent_loop(broken, client=_client(fault_server, "ok"), model=MODEL)
 
 
 def test_mid_run_failure_keeps_complete_turns():
@@ -245,10 +204,10 @@ def test_token_budget_stops_between_turns():
     assert len(seen) == before + 1
 
 
-def test_token_budget_counts_usage_over_http(server, tmp_path, monkeypatch):
+def test_token_budget_counts_usage_over_http(fault_server, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
-    answer = agent_loop(messages, client=_client(server, "ok"), model=MODEL, max_tokens_total=1)
+    answer = agent_loop(messages, client=_client(fault_server, "ok"), model=MODEL, max_tokens_total=1)
     assert "预算" in answer and [m["role"] for m in messages] == ["user", "assistant", "tool"]
     check_request(messages, TOOLS)
 
@@ -273,8 +232,8 @@ def test_time_budget_is_checked_before_each_call():
     assert untouched == [{"role": "user", "content": "x"}] and fresh.script_remaining == 10
 
 
-def test_stream_cut_is_silent_in_the_sdk_but_caught_by_collect_stream(server):
-    client = _client(server, "stream_cut")
+def test_stream_cut_is_silent_in_the_sdk_but_caught_by_collect_stream(fault_server):
+    client = _client(fault_server, "stream_cut")
     chunks = list(client.chat.completions.create(model=MODEL, messages=_conversation(), stream=True))
     assert chunks and all(c.choices[0].finish_reason is None for c in chunks), "SDK 读完了，也没报错"
     stream = call_model(client, model=MODEL, messages=_conversation(), stream=True)
@@ -284,8 +243,8 @@ def test_stream_cut_is_silent_in_the_sdk_but_caught_by_collect_stream(server):
     _assert_clean(info.value)
 
 
-def test_collect_stream_rebuilds_text_and_tool_calls(server):
-    stream = call_model(_client(server, "ok"), model=MODEL, messages=[{"role": "user", "content": "你好"}],
+def test_collect_stream_rebuilds_text_and_tool_calls(fault_server):
+    stream = call_model(_client(fault_server, "ok"), model=MODEL, messages=[{"role": "user", "content": "你好"}],
                         stream=True)
     message, finish = collect_stream(stream)
     assert finish == "stop" and message["role"] == "assistant" and "你好" in message["content"]

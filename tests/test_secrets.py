@@ -36,7 +36,7 @@ from conftest import NOTEBOOKS, ROOT, notebook_paths
 from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame, model_switch,
                          run_bash, text_reply, tool_call, tool_reply)
 from harness_lib.support.endpoint import start_server
-from harness_lib.support.switch import explain_error
+from harness_lib.support.errors import explain_error
 
 PATHS = notebook_paths()
 MODEL = "fake-agent-1"

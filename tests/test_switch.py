@@ -1,37 +1,36 @@
-"""模型切换器（harness_lib.support.switch）：默认假模型、预设、密钥不外泄、测试连接、错误说明。
+"""模型切换器（harness_lib.support.switch）和建客户端（harness_lib.support.clients）：
+默认假模型、预设、密钥不外泄、测试连接、按环境变量选模型。
 
 测试连接用的是真实的本地端点（harness_lib.support.endpoint），不是 mock。
+错误说明和打码的测试在 test_errors.py。
 """
 
 import json
-import socket
 
-import httpx2
 import openai
 import pytest
 
-from harness_lib.support.fake import FakeClient
-from harness_lib.support.endpoint import ensure_local_server, start_server
-from harness_lib.support.switch import (
+from conftest import key_leaks
+from harness_lib.support.clients import (
+    FAKE_MODEL,
     PRESETS,
-    ModelSwitch,
+    PRESETS_BY_KEY,
     SwitchConfigError,
     client_from_env,
-    explain_error,
-    model_switch,
-    redact,
+    needs_key,
 )
+from harness_lib.support.endpoint import ensure_local_server, start_server
+from harness_lib.support.errors import RETRY_POLICY
+from harness_lib.support.fake import DEFAULT_MODEL, FakeClient
+from harness_lib.support.net import free_port, is_loopback
+from harness_lib.support.switch import ModelSwitch, model_switch
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 
 
-def fragments(key, n=6):
-    return {key[i:i + n] for i in range(len(key) - n + 1)}
-
-
 def leaks(text, key=KEY):
     """text 里出现了密钥的哪些 6 字符片段。"""
-    return [f for f in fragments(key) if f in text]
+    return key_leaks(text, key)
 
 
 def all_widgets(widget):
@@ -55,12 +54,6 @@ def widget_state_text(switch):
 def type_key(switch, key):
     """模拟学习者在密码框里输入：和前端同步过来的更新走同一条路（set_state）。"""
     switch.key_password.set_state({"value": key})
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -299,88 +292,49 @@ def test_switch_follows_env_local_and_bad_mode():
 
 
 # ---------------------------------------------------------------------------
-# explain_error 与 redact
+# 本机地址与环境变量里的密钥
 # ---------------------------------------------------------------------------
 
-URL = "https://api.example.com/v1/chat/completions"
 
-
-def status_error(cls, code, message="problem"):
-    request = httpx2.Request("POST", URL)
-    body = {"error": {"message": message, "type": "x", "code": None}}
-    response = httpx2.Response(code, request=request, json=body)
-    return cls(f"Error code: {code} - {body}", response=response, body=body["error"])
-
-
-@pytest.mark.parametrize("cls,code,expected", [
-    (openai.AuthenticationError, 401, "密钥不对（HTTP 401）"),
-    (openai.PermissionDeniedError, 403, "没有权限（HTTP 403）"),
-    (openai.NotFoundError, 404, "找不到（HTTP 404）"),
-    (openai.RateLimitError, 429, "被限流（HTTP 429）"),
-    (openai.InternalServerError, 500, "服务器出错（HTTP 500）"),
-    (openai.InternalServerError, 503, "服务器出错（HTTP 503）"),
-    (openai.BadRequestError, 400, "请求被拒绝（HTTP 400）"),
-    (openai.ConflictError, 409, "服务器返回了错误（HTTP 409）"),
+@pytest.mark.parametrize("host,destination,listening", [
+    ("localhost", True, True),
+    ("127.0.0.1", True, True),
+    ("127.1", True, True),  # inet_aton 认得的简写
+    ("::1", True, True),
+    ("[::1]", True, True),
+    ("::ffff:127.0.0.1", True, True),
+    ("0.0.0.0", True, False),  # 连过去是本机；监听在它上面却是所有网卡
+    ("http://localhost:11434/v1", True, True),
+    ("http://0.0.0.0:8000/v1", True, False),
+    ("10.0.0.1", False, False),
+    ("localhost.example.com", False, False),
+    ("127.0.0.1 evil.com", False, False),
+    ("https://api.deepseek.com/v1", False, False),
+    ("", False, False),
 ])
-def test_explain_status_errors(cls, code, expected):
-    text = explain_error(status_error(cls, code, "the server said so"))
-    assert text.startswith(expected)
-    assert "服务器原话：the server said so" in text
+def test_is_loopback(host, destination, listening):
+    assert is_loopback(host) is destination
+    assert is_loopback(host, listening=True) is listening
 
 
-def test_explain_connection_errors():
-    request = httpx2.Request("POST", URL)
-    text = explain_error(openai.APIConnectionError(request=request))
-    assert text.startswith("无法连接") and "https://api.example.com" in text
-    text = explain_error(openai.APITimeoutError(request=request))
-    assert text.startswith("无法连接（超时）")
+def test_local_base_urls_need_no_key_and_fake_model_name_is_shared():
+    assert not needs_key("http://127.1:8080/v1") and not needs_key("http://[::1]:11434/v1")
+    assert needs_key("https://api.openai.com/v1") and needs_key("not a url")
+    assert FAKE_MODEL == DEFAULT_MODEL == PRESETS_BY_KEY["local"].model
 
 
-def test_explain_other_errors_first_line_only():
-    text = explain_error(RuntimeError(f"第一行 {KEY}\n第二行"), KEY)
-    assert text.startswith("出错了：RuntimeError: 第一行") and "第二行" not in text
-    assert not leaks(text)
-
-
-def test_explain_redacts_echoed_key_fragments():
-    echoed = f"Incorrect API key provided: {KEY[:8]}***{KEY[-4:]}"
-    text = explain_error(status_error(openai.AuthenticationError, 401, echoed), KEY)
-    assert "密钥不对" in text and not leaks(text)
-
-
-def test_redact():
-    assert redact(f"key={KEY}!", KEY) == "key=***!"
-    assert redact(f"a {KEY[3:12]} b", KEY) == "a *** b"
-    assert redact(f"a {KEY[:5]} b", KEY) == f"a {KEY[:5]} b"  # 5 个字符的片段不算
-    assert redact("no key here", None) == "no key here"
-    assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
-    assert redact("right and wrong", ["right"]) == "*** and wrong"
-
-
-def test_non_ascii_key_is_explained_without_the_key():
-    """复制密钥时带上了全角字符：SDK 抛 UnicodeEncodeError，要有一句中文解释。"""
-    import openai
-
-    from harness_lib.support.endpoint import start_server
-    from harness_lib.support.switch import explain_error
-
-    key = "sk-密钥１２３４５６"
-    with start_server(api_key="right") as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
-        try:
-            client.chat.completions.create(model="fake-agent-1", messages=[{"role": "user", "content": "hi"}])
-        except Exception as exc:  # noqa: BLE001
-            text = explain_error(exc, key)
-        else:
-            raise AssertionError("非 ASCII 的密钥应当发不出去")
-    assert "非 ASCII" in text and key not in text
+def test_real_clients_use_the_retry_policy():
+    client, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                                 "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "m"})
+    assert client.max_retries == RETRY_POLICY["max_retries"] and client.timeout == RETRY_POLICY["timeout"]
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "ollama"
+    client, _ = sw.current()
+    assert client.max_retries == RETRY_POLICY["max_retries"] and client.timeout == RETRY_POLICY["timeout"]
 
 
 def test_env_key_goes_to_the_env_base_url_even_on_loopback():
     """OPENAI_BASE_URL 指向一个要密钥的本地服务时，切换器要把环境里的密钥发给它。"""
-    from harness_lib.support.endpoint import start_server
-    from harness_lib.support.switch import ModelSwitch
-
     with start_server(api_key="local-secret") as server:
         env = {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url,
                "OPENAI_API_KEY": "local-secret", "HARNESS_MODEL": "fake-agent-1"}

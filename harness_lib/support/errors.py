@@ -1,32 +1,57 @@
-"""端点故障：项目自己的异常类型，在 Jupyter 里只显示几行中文，而不是几十行调用栈。
+"""端点故障：项目自己的异常类型和一张错误分类表，在 Jupyter 里只显示几行中文，而不是几十行调用栈。
 
 这里不是课程内容本身。真实端点会遇到假模型从不出现的问题：密钥不对、被限流、服务器出错、
 返回的不是 JSON、流式回复中途断掉……`EndpointError` 把这些统一成一句“原因 + 怎么办”，
 SDK 抛出的原始异常保存在 `original`（也是 `__cause__`），需要细节时还能找到。
 07_endpoint_faults 逐个演示这些故障。
 
-- `from_sdk(exc, key=None)`：把 openai SDK 的异常归类，变成 `EndpointError`（说明文字复用
-  `harness_lib.switch.explain_error`，已打码）；
+- `ERROR_TABLE`：错误分类表，一行认一种异常：类别名、中文说明的开头、SDK 会不会自动重试、
+  要不要附上服务器原话。下面的说明和归类都只查这一张表；
+- `explain_error(exc, key=None)`：按表把一次失败翻译成一句中文（已打码），切换器、探针也用它；
+- `from_sdk(exc, key=None)`：按表把 openai SDK 的异常归类，变成 `EndpointError`；
 - `call_model(client, **kwargs)`：调用 `client.chat.completions.create(**kwargs)`，端点出错时抛出
   `EndpointError`；回复里没有 choices 也算出错。`agent_loop` 用它调模型；
 - `collect_stream(stream)`：把流式回复拼回一条消息；流没有发出 `finish_reason` 就结束时抛出
   `EndpointError("stream_cut", ...)`；
-- `RETRY_POLICY`：真实端点的客户端用的重试次数和超时。
+- `RETRY_POLICY`：真实端点的客户端用的重试次数和超时；
+- `SwitchConfigError`：模型设置写错了（切换器和 `client_from_env` 抛出它）。
 """
 
+from __future__ import annotations
+
 import json
+from typing import NamedTuple
 
 import openai
 
-from .switch import explain_error, redact
+from .secrets import redact
+
+__all__ = [
+    "ERROR_TABLE",
+    "RETRY_POLICY",
+    "EndpointError",
+    "ErrorRule",
+    "Status",
+    "SwitchConfigError",
+    "call_model",
+    "classify",
+    "collect_stream",
+    "explain_error",
+    "from_sdk",
+]
 
 RETRY_POLICY = {"max_retries": 2, "timeout": 60}
 """真实端点的客户端设置：失败后 SDK 自动重试 2 次（一共最多 3 次请求），每次请求最多等 60 秒。
 
-SDK 只重试可能自己好起来的错误：连接失败、超时、408、409、429 和 5xx；401、403、404、400 不重试。
+SDK 只重试可能自己好起来的错误：连接失败、超时、408、409、429 和 5xx，也就是 `ERROR_TABLE` 里
+`sdk_retries` 为真的那几行；401、403、404、400 不重试。
 两次尝试之间先看服务器的 `Retry-After`（或 `retry-after-ms`）响应头，没有就按 0.5、1、2……秒递增等待（最多 8 秒）。
-每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.switch` 建的真实客户端用的就是这组值。
+每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.support.clients` 建的真实客户端用的就是这组值。
 """
+
+
+class SwitchConfigError(ValueError):
+    """模型设置不完整或写错了（缺模型名、缺密钥、HARNESS_MODE 取值不对……），消息是中文。"""
 
 
 class EndpointError(Exception):
@@ -56,31 +81,158 @@ class EndpointError(Exception):
         return lines
 
 
-def _kind_of(exc):
-    """SDK 异常 → 类别名。顺序要紧：超时是连接错误的子类，4xx 的具体类都是 APIStatusError 的子类。"""
-    if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection"
-    if isinstance(exc, openai.APIResponseValidationError):
-        return "bad_response"
-    if isinstance(exc, openai.AuthenticationError):
-        return "auth"
-    if isinstance(exc, openai.PermissionDeniedError):
-        return "permission"
-    if isinstance(exc, openai.NotFoundError):
-        return "not_found"
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limit"
-    if isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
-        return "bad_request"
-    if isinstance(exc, openai.APIStatusError):
-        return "server" if exc.status_code >= 500 else "other"
-    if isinstance(exc, json.JSONDecodeError):
-        return "bad_response"
-    if isinstance(exc, UnicodeEncodeError):
-        return "auth"  # 密钥或 base_url 里混进了非 ASCII 字符，请求头发不出去
-    return "other"
+# ---------------------------------------------------------------------------
+# 错误分类表
+# ---------------------------------------------------------------------------
+
+
+class Status:
+    """按状态码认 `openai.APIStatusError`：`Status(408)` 只认 408，`Status(500, 999)` 认 500 到 999。"""
+
+    def __init__(self, low: int, high: int | None = None):
+        self.low = low
+        self.high = low if high is None else high
+
+    def __call__(self, exc) -> bool:
+        return isinstance(exc, openai.APIStatusError) and self.low <= exc.status_code <= self.high
+
+    def __repr__(self) -> str:
+        return f"Status({self.low})" if self.low == self.high else f"Status({self.low}, {self.high})"
+
+
+class ErrorRule(NamedTuple):
+    """错误分类表的一行。
+
+    - `match`：一个异常类型，或一个 `Status`（按状态码认）；
+    - `kind`：`EndpointError` 的类别名；
+    - `head`：中文说明的开头，可以引用 `{host}`（服务器地址）、`{status}`（状态码）、
+      `{snippet}`（回复内容的开头）、`{message}`（异常自己的消息）、`{type}`（异常类型名）、
+      `{first_line}`（异常消息的第一行）；
+    - `sdk_retries`：openai SDK 会不会自动重试这种失败（次数见 `RETRY_POLICY`）；
+    - `server_words`：说明后面要不要附上服务器原话。
+    """
+
+    match: type | Status
+    kind: str
+    head: str
+    sdk_retries: bool
+    server_words: bool
+
+    def matches(self, exc) -> bool:
+        """这一行认不认这个异常。"""
+        return isinstance(exc, self.match) if isinstance(self.match, type) else self.match(exc)
+
+
+_NOT_JSON = ("返回的不是 JSON（HTTP 200）：服务器回了一个网页或别的文字，而不是模型的回复。"
+             "常见原因：base_url 指向了网页、登录页或代理的提示页，而不是 API 地址（通常以 /v1 结尾）；"
+             "也可能是网络要求先登录。回复开头：{snippet}")
+_OTHER_STATUS = "服务器返回了错误（HTTP {status}）。"
+
+ERROR_TABLE = [
+    # 顺序要紧，越具体的越靠前：超时是连接错误的子类，4xx 的具体类都是 APIStatusError 的子类
+    ErrorRule(openai.APITimeoutError, "timeout",
+              "无法连接（超时）：{host} 在规定时间内没有回应。"
+              "请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。", True, False),
+    ErrorRule(openai.APIConnectionError, "connection",
+              "无法连接：连不上 {host}。请检查 base_url 是否写对、网络或代理是否正常；"
+              "本地服务（Ollama、vLLM、llama.cpp）请先确认它已经启动。", True, False),
+    ErrorRule(openai.APIResponseValidationError, "bad_response", _NOT_JSON, False, False),
+    ErrorRule(json.JSONDecodeError, "bad_response", _NOT_JSON, False, False),
+    ErrorRule(openai.AuthenticationError, "auth",
+              "密钥不对（HTTP 401）：服务器不接受这个 API 密钥。请确认密钥复制完整、"
+              "属于当前这家服务商（和 base_url 对得上），然后重新粘贴。", False, True),
+    ErrorRule(openai.PermissionDeniedError, "permission",
+              "没有权限（HTTP 403）：密钥有效，但不能用这个模型或接口。"
+              "请到服务商控制台检查模型是否已开通、账户余额和地区限制。", False, True),
+    ErrorRule(openai.NotFoundError, "not_found",
+              "找不到（HTTP 404）：模型名不存在，或 base_url 的路径不对（通常以 /v1 结尾）。"
+              "请核对模型名和 base_url。", False, True),
+    ErrorRule(openai.RateLimitError, "rate_limit",
+              "被限流（HTTP 429）：请求太频繁，或者额度已经用完。"
+              "稍等一会儿再试，或到服务商控制台查看余额和配额。", True, True),
+    ErrorRule(Status(500, 999), "server",
+              "服务器出错（HTTP {status}）：问题出在服务商那边，不是你的代码。稍后再试。", True, True),
+    ErrorRule(openai.BadRequestError, "bad_request",
+              "请求被拒绝（HTTP {status}）：服务器认为这次请求的内容不合格，原话里通常写明了是哪个字段。",
+              False, True),
+    ErrorRule(openai.UnprocessableEntityError, "bad_request",
+              "请求被拒绝（HTTP {status}）：服务器认为这次请求的内容不合格，原话里通常写明了是哪个字段。",
+              False, True),
+    ErrorRule(Status(408), "other", _OTHER_STATUS, True, True),  # 服务器等请求等得超时了
+    ErrorRule(Status(409), "other", _OTHER_STATUS, True, True),  # 冲突（常见于锁超时）
+    ErrorRule(openai.APIStatusError, "other", _OTHER_STATUS, False, True),
+    ErrorRule(UnicodeEncodeError, "auth",  # 请求头发不出去，SDK 连请求都没发
+              "密钥或 base_url 里有非 ASCII 字符，请求头发不出去。常见原因：复制时带上了中文、"
+              "全角字符或不可见的空白。请重新粘贴纯英文、数字组成的密钥。", False, False),
+    ErrorRule(SwitchConfigError, "other", "{message}", False, False),
+    ErrorRule(BaseException, "other", "出错了：{type}: {first_line}", False, False),
+]
+"""错误分类表：从上往下找第一行认得这个异常的。`explain_error` 和 `from_sdk` 都只查它。"""
+
+
+def classify(exc) -> ErrorRule:
+    """在 `ERROR_TABLE` 里找第一行认得 `exc` 的，返回这一行（最后一行认得任何异常）。"""
+    return next(rule for rule in ERROR_TABLE if rule.matches(exc))
+
+
+def _first_line(text, limit: int = 200) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+def _server_words(exc) -> str:
+    """服务器返回的原话（第一行）。优先用响应体里的 error.message。"""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        msg = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(msg, str) and msg.strip():
+            return _first_line(msg)
+    return _first_line(getattr(exc, "message", None) or exc)
+
+
+def _host_of(exc) -> str:
+    request = getattr(exc, "request", None)
+    try:
+        url = request.url
+        return f"{url.scheme}://{url.netloc.decode() if isinstance(url.netloc, bytes) else url.netloc}"
+    except Exception:
+        return ""
+
+
+def _snippet(text, key, limit=80):
+    """回复内容的开头一小段，压成一行并打码。"""
+    text = " ".join(str(text).split())
+    return redact(text if len(text) <= limit else text[:limit] + "…", key)
+
+
+def _reply_text(exc) -> str:
+    """坏回复的原文：SDK 的校验错误放在 `body` 里，JSON 解析错误放在 `doc` 里。"""
+    body = getattr(exc, "body", None) if isinstance(exc, openai.APIError) else getattr(exc, "doc", "")
+    return body or ""
+
+
+def _not_json(text, key):
+    return _NOT_JSON.format(snippet=_snippet(text, key))
+
+
+def explain_error(exc, key=None) -> str:
+    """把一次失败的请求翻译成一句中文：原因、该怎么办，再附上服务器原话（已打码）。
+
+    说明来自 `ERROR_TABLE` 里认得 `exc` 的那一行；表里没有专门一行的异常给出类型和第一行。
+    `key` 是需要抹掉的密钥（一个或多个），见 `harness_lib.support.secrets.redact`。
+    """
+    rule = classify(exc)
+    text = rule.head.format(
+        host=_host_of(exc) or "服务器",
+        status=getattr(exc, "status_code", "?"),
+        snippet=_snippet(_reply_text(exc), key) if "{snippet}" in rule.head else "",
+        message=str(exc),
+        type=type(exc).__name__,
+        first_line=_first_line(exc),
+    )
+    words = _server_words(exc) if rule.server_words else ""
+    return redact(text + (f" 服务器原话：{words}" if words else ""), key)
 
 
 def _retries_taken(exc):
@@ -92,35 +244,19 @@ def _retries_taken(exc):
         return 0
 
 
-def _snippet(text, key, limit=80):
-    """回复内容的开头一小段，压成一行并打码。"""
-    text = " ".join(str(text).split())
-    return redact(text if len(text) <= limit else text[:limit] + "…", key)
-
-
-def _not_json(text, key):
-    return ("返回的不是 JSON（HTTP 200）：服务器回了一个网页或别的文字，而不是模型的回复。"
-            "常见原因：base_url 指向了网页、登录页或代理的提示页，而不是 API 地址（通常以 /v1 结尾）；"
-            f"也可能是网络要求先登录。回复开头：{_snippet(text, key)}")
-
-
 def from_sdk(exc, key=None):
     """把调用端点时抛出的异常变成 `EndpointError`：类别 + 中文说明（已打码），原异常放在 `original`。
 
-    `key` 是要从说明里抹掉的密钥（一个或多个）。已经是 `EndpointError` 的原样返回。
+    类别和说明都来自 `ERROR_TABLE`。`key` 是要从说明里抹掉的密钥（一个或多个）。
+    已经是 `EndpointError` 的原样返回。
     """
     if isinstance(exc, EndpointError):
         return exc
-    kind = _kind_of(exc)
-    if kind == "bad_response":
-        body = getattr(exc, "body", None) if isinstance(exc, openai.APIError) else getattr(exc, "doc", "")
-        text = _not_json(body or "", key)
-    else:
-        text = explain_error(exc, key)
+    text = explain_error(exc, key)
     retries = _retries_taken(exc)
     if retries:
         text += f"（SDK 已经自动重试了 {retries} 次，仍然失败。）"
-    return EndpointError(kind, text, original=exc)
+    return EndpointError(classify(exc).kind, text, original=exc)
 
 
 def call_model(client, **kwargs):

@@ -20,9 +20,8 @@ import openai
 import pydantic
 
 from .runner import BASH_TOOL
-from .errors import EndpointError
+from .errors import EndpointError, explain_error
 from .streaming import accumulate
-from .switch import explain_error
 
 __all__ = ["CHECKS", "IMPACT", "PARALLEL_PROMPT", "probe"]
 

@@ -1,0 +1,302 @@
+"""错误分类表（harness_lib.support.errors）：说明、归类、SDK 的重试，三件事都查同一张表。
+
+- 表的每一行都有中文说明，而且排在前面的行不会把后面的行挡住；
+- `explain_error` 的中文说明、服务器原话和打码（`harness_lib.support.secrets.redact`）；
+- `from_sdk` 按表归类；
+- 表里的 `sdk_retries` 和真正的 openai SDK 一致：用真正的 `openai.OpenAI` 去碰本机故障服务器，
+  数服务器收到几次请求。故障服务器没有的状态码（408、409、418、422）和连接失败，
+  换成 `httpx2.MockTransport` 当线路，重试的决定照样由 SDK 自己做。
+"""
+
+import json
+
+import httpx2
+import openai
+import pytest
+
+from conftest import key_leaks
+from harness_lib.support.errors import (
+    ERROR_TABLE,
+    RETRY_POLICY,
+    EndpointError,
+    SwitchConfigError,
+    classify,
+    explain_error,
+    from_sdk,
+)
+from harness_lib.support.fake import api_error
+from harness_lib.support.secrets import NO_KEY, redact
+
+KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
+MODEL = "fake-agent-1"
+URL = "https://api.example.com/v1/chat/completions"
+MESSAGES = [{"role": "user", "content": "你好"}]
+KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "connection",
+         "bad_response", "no_choices", "stream_cut", "bad_request", "other"}  # EndpointError 文档里列的类别
+
+
+def has_chinese(text):
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def fixed_start(rule):
+    """说明开头里第一个占位符之前的固定文字。"""
+    return rule.head.split("{", 1)[0]
+
+
+def status_error(cls, code, message="problem"):
+    request = httpx2.Request("POST", URL)
+    body = {"error": {"message": message, "type": "x", "code": None}}
+    response = httpx2.Response(code, request=request, json=body)
+    return cls(f"Error code: {code} - {body}", response=response, body=body["error"])
+
+
+def samples():
+    """每行一个例子（离线造的异常），顺序和 ERROR_TABLE 一致。"""
+    request = httpx2.Request("POST", URL)
+    page = "<html><body>请先登录</body></html>"
+    return [
+        openai.APITimeoutError(request=request),
+        openai.APIConnectionError(request=request),
+        openai.APIResponseValidationError(httpx2.Response(200, request=request, text=page), page),
+        json.JSONDecodeError("Expecting value", page, 0),
+        api_error(401, "Incorrect API key provided"),
+        api_error(403, "no access"),
+        api_error(404, "no such model"),
+        api_error(429, "slow down"),
+        api_error(502, "bad gateway"),
+        api_error(400, "messages[1] is wrong"),
+        api_error(422, "unprocessable"),
+        api_error(408, "request timeout"),
+        api_error(409, "conflict"),
+        api_error(418, "teapot"),
+        UnicodeEncodeError("ascii", "sk-密钥", 3, 5, "ordinal not in range(128)"),
+        SwitchConfigError("模型名是空的：请在「模型名」框里填上服务商给的模型名。"),
+        RuntimeError("第一行\n第二行"),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# 表本身
+# ---------------------------------------------------------------------------
+
+
+def test_every_row_has_a_chinese_explanation_and_a_known_kind():
+    for rule in ERROR_TABLE:
+        if rule.match is SwitchConfigError:
+            assert rule.head == "{message}", "设置错误的消息本身就是中文说明，原样用"
+        else:
+            assert has_chinese(rule.head), rule
+        assert rule.kind in KINDS, rule
+        assert isinstance(rule.sdk_retries, bool) and isinstance(rule.server_words, bool)
+    assert ERROR_TABLE[-1].match is BaseException, "最后一行兜底：认得任何异常"
+
+
+def test_each_row_is_reachable_and_explained():
+    """每一行都有一个例子落在它身上：排在前面、更宽的行没有把它挡住。"""
+    examples = samples()
+    assert len(examples) == len(ERROR_TABLE)
+    for rule, exc in zip(ERROR_TABLE, examples):
+        assert classify(exc) is rule, (type(exc).__name__, rule)
+        text = explain_error(exc, KEY)
+        assert has_chinese(text) and text.startswith(fixed_start(rule)), text
+        assert ("服务器原话：" in text) == rule.server_words, text
+        err = from_sdk(exc, KEY)
+        assert err.kind == rule.kind and err.original is exc and err.explanation == text
+
+
+def test_retry_policy_names_the_retried_rows():
+    retried = [rule for rule in ERROR_TABLE if rule.sdk_retries]
+    assert {rule.kind for rule in retried} == {"timeout", "connection", "rate_limit", "server", "other"}
+    assert RETRY_POLICY == {"max_retries": 2, "timeout": 60}
+
+
+# ---------------------------------------------------------------------------
+# 表里的 sdk_retries 和真正的 SDK 一致
+# ---------------------------------------------------------------------------
+
+
+def _over_http(fault_server, fault, *, messages=MESSAGES, key=KEY, **options):
+    """用真正的 openai.OpenAI（max_retries=1）请求故障服务器的某个故障，返回 (异常, 服务器收到的请求数)。"""
+    fault_server.reset()
+    client = openai.OpenAI(base_url=fault_server.url(fault), api_key=key, max_retries=1,
+                           timeout=options.pop("timeout", 2.0), **options)
+    with pytest.raises(Exception) as info:
+        client.chat.completions.create(model=MODEL, messages=messages)
+    return info.value, fault_server.hits[fault]
+
+
+def _over_mock(answer):
+    """同样的客户端，线路换成 MockTransport：`answer(request)` 返回响应或抛出 httpx2 的异常。"""
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return answer(request)
+
+    client = openai.OpenAI(base_url="http://status.invalid/v1", api_key=KEY, max_retries=1,
+                           http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    with pytest.raises(Exception) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES)
+    return info.value, len(seen)
+
+
+def _status(code):
+    def answer(request):
+        return httpx2.Response(code, json={"error": {"message": f"status {code}", "type": "x"}},
+                               headers={"retry-after-ms": "1"})
+    return answer
+
+
+def _refuse(request):
+    raise httpx2.ConnectError("connection refused", request=request)
+
+
+def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
+    broken = [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]  # 没有配对的工具结果：400
+    cases = [
+        # (说明, 期望的类别, 请求数和异常)
+        ("401", "auth", _over_http(fault_server, "auth")),
+        ("403", "permission", _over_http(fault_server, "permission")),
+        ("404", "not_found", _over_http(fault_server, "not_found")),
+        ("429", "rate_limit", _over_http(fault_server, "rate_limit")),
+        ("500", "server", _over_http(fault_server, "server")),
+        ("503", "server", _over_http(fault_server, "unavailable")),
+        ("400", "bad_request", _over_http(fault_server, "ok", messages=broken)),
+        ("超时", "timeout", _over_http(fault_server, "timeout", timeout=0.3)),
+        ("Content-Type 是 JSON，内容是网页", "bad_response", _over_http(fault_server, "not_json")),
+        ("网页 + 严格校验", "bad_response",
+         _over_http(fault_server, "html", _strict_response_validation=True)),
+        ("密钥里有全角字符", "auth", _over_http(fault_server, "ok", key="sk-密钥" + KEY)),
+        ("408", "other", _over_mock(_status(408))),
+        ("409", "other", _over_mock(_status(409))),
+        ("418", "other", _over_mock(_status(418))),
+        ("422", "bad_request", _over_mock(_status(422))),
+        ("连不上", "connection", _over_mock(_refuse)),
+    ]
+    covered = set()
+    for label, kind, (exc, requests) in cases:
+        rule = classify(exc)
+        covered.add(ERROR_TABLE.index(rule))
+        assert rule.kind == kind, (label, type(exc).__name__, rule)
+        if isinstance(exc, UnicodeEncodeError):
+            expected = 0  # 请求头编码失败，SDK 一次也没发出去
+        else:
+            expected = 2 if rule.sdk_retries else 1  # max_retries=1：重试就是两次请求
+        assert requests == expected, f"{label}：表里 sdk_retries={rule.sdk_retries}，SDK 实际发了 {requests} 次"
+        text = explain_error(exc, KEY)
+        assert has_chinese(text) and not key_leaks(text, KEY), (label, text)
+    sdk_rows = {i for i, rule in enumerate(ERROR_TABLE) if rule.match not in (SwitchConfigError, BaseException)}
+    assert covered == sdk_rows, f"这些行没有被真实的 SDK 异常碰到：{[ERROR_TABLE[i] for i in sdk_rows - covered]}"
+
+
+# ---------------------------------------------------------------------------
+# explain_error
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls,code,expected", [
+    (openai.AuthenticationError, 401, "密钥不对（HTTP 401）"),
+    (openai.PermissionDeniedError, 403, "没有权限（HTTP 403）"),
+    (openai.NotFoundError, 404, "找不到（HTTP 404）"),
+    (openai.RateLimitError, 429, "被限流（HTTP 429）"),
+    (openai.InternalServerError, 500, "服务器出错（HTTP 500）"),
+    (openai.InternalServerError, 503, "服务器出错（HTTP 503）"),
+    (openai.BadRequestError, 400, "请求被拒绝（HTTP 400）"),
+    (openai.UnprocessableEntityError, 422, "请求被拒绝（HTTP 422）"),
+    (openai.ConflictError, 409, "服务器返回了错误（HTTP 409）"),
+])
+def test_explain_status_errors(cls, code, expected):
+    text = explain_error(status_error(cls, code, "the server said so"))
+    assert text.startswith(expected)
+    assert "服务器原话：the server said so" in text
+
+
+def test_explain_connection_errors():
+    request = httpx2.Request("POST", URL)
+    text = explain_error(openai.APIConnectionError(request=request))
+    assert text.startswith("无法连接") and "https://api.example.com" in text
+    text = explain_error(openai.APITimeoutError(request=request))
+    assert text.startswith("无法连接（超时）")
+
+
+def test_explain_other_errors_first_line_only():
+    text = explain_error(RuntimeError(f"第一行 {KEY}\n第二行"), KEY)
+    assert text.startswith("出错了：RuntimeError: 第一行") and "第二行" not in text
+    assert not key_leaks(text, KEY)
+
+
+def test_explain_config_error_is_its_own_message():
+    assert explain_error(SwitchConfigError("模型名是空的。")) == "模型名是空的。"
+
+
+def test_explain_redacts_echoed_key_fragments():
+    echoed = f"Incorrect API key provided: {KEY[:8]}***{KEY[-4:]}"
+    text = explain_error(status_error(openai.AuthenticationError, 401, echoed), KEY)
+    assert "密钥不对" in text and not key_leaks(text, KEY)
+
+
+def test_explain_not_json_shows_the_start_of_the_reply_without_the_key():
+    page = f"<html>请先登录 {KEY}</html>"
+    text = explain_error(json.JSONDecodeError("Expecting value", page, 0), KEY)
+    assert text.startswith("返回的不是 JSON（HTTP 200）") and "请先登录" in text
+    assert not key_leaks(text, KEY)
+
+
+def test_non_ascii_key_is_explained_without_the_key(fault_server):
+    key = "sk-密钥１２３４５６"
+    client = openai.OpenAI(base_url=fault_server.url("ok"), api_key=key, max_retries=0)
+    with pytest.raises(UnicodeEncodeError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES)
+    text = explain_error(info.value, key)
+    assert "非 ASCII" in text and key not in text
+
+
+# ---------------------------------------------------------------------------
+# from_sdk
+# ---------------------------------------------------------------------------
+
+
+def test_from_sdk_kinds_offline():
+    request = api_error(500, "x").request
+    cases = {
+        "auth": api_error(401, f"Incorrect API key provided: {KEY}"),
+        "permission": api_error(403, "no"),
+        "not_found": api_error(404, "no"),
+        "rate_limit": api_error(429, "slow down"),
+        "server": api_error(502, "bad gateway"),
+        "bad_request": api_error(422, "bad"),
+        "other": api_error(409, "conflict"),
+        "timeout": openai.APITimeoutError(request=request),
+        "connection": openai.APIConnectionError(request=request),
+    }
+    for kind, exc in cases.items():
+        err = from_sdk(exc, KEY)
+        assert err.kind == kind and err.original is exc and err.__cause__ is exc, kind
+        rendered = "\n".join(err._render_traceback_())
+        assert rendered.startswith(f"EndpointError（{kind}）")
+        for text in (str(err), repr(err), rendered):
+            assert not key_leaks(text, KEY), (kind, text)
+    assert from_sdk(RuntimeError("?")).kind == "other"
+    same = EndpointError("timeout", "已经是")
+    assert from_sdk(same) is same
+
+
+def test_from_sdk_bad_request():
+    err = from_sdk(api_error(400, "Invalid parameter: messages with role 'tool' ..."), KEY)
+    assert err.kind == "bad_request" and "HTTP 400" in err.explanation
+
+
+# ---------------------------------------------------------------------------
+# redact
+# ---------------------------------------------------------------------------
+
+
+def test_redact():
+    assert redact(f"key={KEY}!", KEY) == "key=***!"
+    assert redact(f"a {KEY[3:12]} b", KEY) == "a *** b"
+    assert redact(f"a {KEY[:5]} b", KEY) == f"a {KEY[:5]} b"  # 5 个字符的片段不算
+    assert redact("no key here", None) == "no key here"
+    assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
+    assert redact("right and wrong", ["right"]) == "*** and wrong"
+    assert redact(f"api_key={NO_KEY}", NO_KEY) == f"api_key={NO_KEY}"  # 占位值不是秘密
