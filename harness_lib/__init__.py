@@ -28,7 +28,7 @@ from .lesson.stream import agent_loop_stream
 from .support.probe import probe
 from .support.record import Recorder, ReplayClient, ReplayMismatchError
 from .support import approval
-from .support.approval import Verdict, check_allowlist, decide, gate
+from .support.approval import Verdict, check_allowlist, decide, gate, guard, trusted
 
 __all__ = [
     "BASH_TOOL",
@@ -77,4 +77,6 @@ __all__ = [
     "check_allowlist",
     "decide",
     "gate",
+    "guard",
+    "trusted",
 ]

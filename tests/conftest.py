@@ -25,13 +25,3 @@ def fault_server():
     """本机故障服务器（harness_lib.support.faults），一个测试文件共用一台；数请求前先 `reset()`。"""
     with start_fault_server(delay=5) as srv:
         yield srv
-
-
-@pytest.fixture(autouse=True)
-def _no_endpoint_left_over():
-    """审批看的是“最近交出的端点”，这是进程级的状态：每个测试前后都复位成假模型。"""
-    from harness_lib.support import approval
-
-    approval.note_endpoint(None, None)
-    yield
-    approval.note_endpoint(None, None)

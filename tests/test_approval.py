@@ -1,13 +1,18 @@
-"""`harness_lib/support/approval.py` 的测试：三种选择、白名单、无头退回、环境变量策略、run_bash 的安全网。
+"""`harness_lib/support/approval.py` 的测试：谁可信、guard 包住分发表、三种选择、白名单、无头退回、环境变量策略。
 
-命令都是真实子进程，在 tmp_path 里运行；“有没有启动进程”用标记文件检查。
+命令都是真实子进程，文件工具用的是 `make_file_tools` 的真处理函数，都在 tmp_path 里运行；
+“有没有启动进程”“文件有没有变”都在磁盘上检查。
 """
 
+import ast
 import builtins
+import json
 import os
-import subprocess
+from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
+import openai
 import pytest
 from IPython.core.error import StdinNotImplementedError
 from nbclient import NotebookClient
@@ -15,78 +20,437 @@ from nbclient import NotebookClient
 from harness_lib import (
     HANDLERS,
     FakeClient,
-    ToolDenied,
+    Recorder,
+    ReplayClient,
     agent_loop,
     client_from_env,
     execute_tool_call,
+    make_file_tools,
     model_switch,
     run_bash,
+    start_server,
     text_reply,
     tool_call,
     tool_reply,
 )
 from harness_lib.support import approval
-from harness_lib.support import runner as bash_module
+from harness_lib.support import runner
 from harness_lib.support.approval import (
     DENIED_PREFIX,
+    Guarded,
     Verdict,
-    check,
     check_allowlist,
     decide,
+    describe,
     gate,
+    guard,
     parse_answer,
     policy_from_env,
-    requires_approval,
-    using_endpoint,
+    trusted,
 )
-from harness_lib.support.endpoint import ensure_local_server
 
-REMOTE = ("https://api.example.com/v1", "some-model")
+NOWHERE = "http://127.0.0.1:9/v1"  # discard 端口：没有任何服务，也不会真的发请求
+REAL_ENV = {"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789", "HARNESS_MODEL": "qwen-plus",
+            "OPENAI_BASE_URL": "https://dashscope.aliyuncs.com/compatible-mode/v1"}
 
 
 @pytest.fixture(autouse=True)
 def clean_state(monkeypatch, tmp_path):
-    """每个测试从干净的状态开始：假模型、没有“总是允许”、没有 HARNESS_APPROVAL，在 tmp_path 里运行。"""
+    """每个测试从干净的状态开始：没有 HARNESS_APPROVAL，在 tmp_path 里运行。"""
     monkeypatch.delenv("HARNESS_APPROVAL", raising=False)
     monkeypatch.chdir(tmp_path)
-    before = approval.active_endpoint()
-    approval.note_endpoint(None)
-    approval.forget()
-    yield
-    approval.forget()
-    if before is None:
-        approval.note_endpoint(None)
-    else:
-        approval.note_endpoint(*before)
+
+
+@pytest.fixture
+def plain_client():
+    """自己建的 openai.OpenAI：不是假模型，也不指向本进程的假模型端点。"""
+    return openai.OpenAI(base_url=NOWHERE, api_key="x")
+
+
+@pytest.fixture
+def files(tmp_path):
+    """06 的五个工具（真处理函数），工作区是 tmp_path，里面有一个 app.py。"""
+    (tmp_path / "app.py").write_bytes(b"print('hi')\n")
+    return make_file_tools(tmp_path).handlers
 
 
 def answers(*replies):
-    """按顺序给出答复的 ask 函数；记下每次被问到的命令。"""
+    """按顺序给出答复的 ask 函数；记下每次被问到的说明。"""
     queue = list(replies)
 
-    def ask(command):
-        ask.asked.append(command)
+    def ask(text):
+        ask.asked.append(text)
         return queue.pop(0)
 
     ask.asked = []
     return ask
 
 
-def nobody_may_ask(command):
-    raise AssertionError(f"这里不应该询问：{command!r}")
+def nobody_may_ask(text):
+    raise AssertionError(f"这里不应该询问：{text!r}")
 
 
-def fake_tool_call(command, id="call_x"):
+def as_call(name, args, id="call_x"):
     """构造一个像 SDK 返回的 tool_call 对象（只要 id 和 function.name/arguments）。"""
-    import json
-    from types import SimpleNamespace
+    raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return SimpleNamespace(id=id, function=SimpleNamespace(name=name, arguments=raw))
 
-    args = command if isinstance(command, str) and command.startswith("{") else json.dumps({"command": command})
-    return SimpleNamespace(id=id, function=SimpleNamespace(name="bash", arguments=args))
+
+def bash_call(command, id="call_x"):
+    return as_call("bash", {"command": command}, id)
+
+
+class CountingPopen(runner.subprocess.Popen):
+    """真正的 Popen，只是数一数被启动了几次。"""
+
+    started = 0
+
+    def __init__(self, *args, **kwargs):
+        type(self).started += 1
+        super().__init__(*args, **kwargs)
+
+
+@pytest.fixture
+def popen_count(monkeypatch):
+    CountingPopen.started = 0
+    monkeypatch.setattr(runner.subprocess, "Popen", CountingPopen)
+    return CountingPopen
 
 
 # ---------------------------------------------------------------------------
-# 三种选择
+# 谁可信：只看传进来的客户端
+# ---------------------------------------------------------------------------
+
+
+def test_the_offline_fake_is_trusted():
+    assert trusted(FakeClient())
+    assert trusted(FakeClient(script=[text_reply("好")]))
+
+    class Scripted(FakeClient):
+        """假模型的子类：回复仍由本项目的代码决定。"""
+
+    assert trusted(Scripted())
+
+
+def test_a_client_of_the_fake_endpoint_is_trusted_until_it_closes():
+    server = start_server()
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    try:
+        reply = client.chat.completions.create(model="fake-agent-1", messages=[{"role": "user", "content": "你好"}])
+        assert reply.choices[0].message is not None  # 确实是那个假模型在回答
+        assert trusted(client)
+        assert trusted(openai.OpenAI(base_url=server.base_url + "/", api_key="x"))
+    finally:
+        server.close()
+    assert not trusted(client)  # 端口关了，以后谁占了这个端口都不知道
+
+
+@pytest.mark.parametrize("client", [
+    None,
+    object(),
+    SimpleNamespace(base_url=None),
+    SimpleNamespace(base_url="http://127.0.0.1:8000/v1"),  # 像本地端点，但不是本进程启动的
+    SimpleNamespace(base_url="not a url"),
+    openai.OpenAI(base_url=NOWHERE, api_key="x"),
+    openai.OpenAI(base_url="https://api.deepseek.com/v1", api_key="x"),
+    openai.OpenAI(base_url="http://localhost:11434/v1", api_key="x"),  # 本机的 Ollama
+], ids=["None", "object", "base_url=None", "local-looking", "not-a-url", "discard-port", "deepseek", "ollama"])
+def test_everything_else_is_untrusted(client):
+    assert not trusted(client)
+
+
+def test_an_object_whose_base_url_raises_is_untrusted():
+    class Weird:
+        @property
+        def base_url(self):
+            raise RuntimeError("坏了")
+
+    assert not trusted(Weird())
+
+
+def test_clients_from_the_switch():
+    assert not trusted(client_from_env(REAL_ENV)[0])
+    assert trusted(client_from_env({})[0])  # 默认：离线假模型
+    assert trusted(client_from_env({"HARNESS_MODE": "local"})[0])  # 本进程按需启动的本地端点
+    switch = model_switch(environ=REAL_ENV)
+    assert not trusted(switch.current()[0])
+
+
+def test_a_replay_is_untrusted(tmp_path):
+    """回放不知道录像是谁录的：即使录的是假模型，也按不可信处理。"""
+    recorder = Recorder(FakeClient())
+    recorder.chat.completions.create(model="fake-agent-1", messages=[{"role": "user", "content": "你好"}])
+    replay = ReplayClient(recorder.save(tmp_path / "run.jsonl"))
+    assert not trusted(replay)
+    assert not trusted(recorder)  # 录制器包着的客户端也不看：它不是假模型本身
+
+
+def test_no_process_global_state(tmp_path, files):
+    """交出一个真实端点的客户端，不会改变别处的任何判断；run_bash 自己也不审批。"""
+    for name in ("note_endpoint", "active_endpoint", "using_endpoint", "requires_approval", "check"):
+        assert not hasattr(approval, name), name
+    real, _ = client_from_env(REAL_ENV)
+    assert not trusted(real)
+    assert guard(files, FakeClient(), ask=nobody_may_ask) is files
+    assert run_bash("touch marker.txt") == "(没有输出)"
+    assert (tmp_path / "marker.txt").exists()
+
+
+def test_approval_does_not_import_the_lesson_layer():
+    """审批在辅助层：连函数里面也不导入 harness_lib.lesson。"""
+    tree = ast.parse(Path(approval.__file__).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [("." * node.level) + (node.module or "")]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        assert not any("lesson" in name for name in names), names
+
+
+# ---------------------------------------------------------------------------
+# guard：按客户端决定要不要审批
+# ---------------------------------------------------------------------------
+
+
+def test_guard_leaves_the_fake_alone(tmp_path, files):
+    assert guard(files, FakeClient(), ask=nobody_may_ask) is files
+    assert guard(files, FakeClient(), "auto", ask=nobody_may_ask) is files
+    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
+    messages = [{"role": "user", "content": "建一个文件"}]
+    agent_loop(messages, client=script, model="scripted", handlers=guard(HANDLERS, script, ask=nobody_may_ask))
+    assert (tmp_path / "marker.txt").exists()
+
+
+def test_guard_leaves_the_fake_endpoint_alone(files):
+    with start_server() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x")
+        assert guard(files, client, ask=nobody_may_ask) is files
+
+
+def test_guard_asks_for_a_plain_openai_client(tmp_path, files, plain_client, popen_count):
+    ask = answers("n 不要建文件", "y")
+    gated = guard(files, plain_client, ask=ask)
+    assert isinstance(gated, Guarded) and gated is not files and gated.client is plain_client
+    assert execute_tool_call(bash_call("touch marker.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不要建文件"
+    assert not (tmp_path / "marker.txt").exists() and popen_count.started == 0
+    assert execute_tool_call(bash_call("touch marker.txt"), gated) == "(没有输出)"
+    assert (tmp_path / "marker.txt").exists() and popen_count.started == 1
+    assert ask.asked == ["touch marker.txt", "touch marker.txt"]
+
+
+def test_guard_asks_once_the_fake_endpoint_is_closed(tmp_path, files):
+    server = start_server()
+    client = openai.OpenAI(base_url=server.base_url, api_key="x")
+    assert guard(files, client, ask=nobody_may_ask) is files
+    server.close()
+    ask = answers("n 端点已经关了")
+    gated = guard(files, client, ask=ask)
+    assert isinstance(gated, Guarded)
+    assert execute_tool_call(bash_call("touch marker.txt"), gated).startswith(DENIED_PREFIX)
+    assert ask.asked == ["touch marker.txt"] and not (tmp_path / "marker.txt").exists()
+
+
+def test_headless_untrusted_runs_only_the_read_only_allowlist(tmp_path, files, plain_client, capsys):
+    gated = guard(files, plain_client)  # 没有 ask：用 ask_stdin，pytest 下没有终端，无人可问
+    assert "app.py" in execute_tool_call(bash_call("ls"), gated)
+    denied = execute_tool_call(bash_call("touch marker.txt"), gated)
+    assert denied.startswith(DENIED_PREFIX) and "touch" in denied
+    assert not (tmp_path / "marker.txt").exists()
+    shown = capsys.readouterr().out
+    assert "touch marker.txt" in shown and NOWHERE in shown and "无法询问" in shown  # 先给人看了说明
+    # 只读的文件工具不审批，原样保留
+    assert gated["read_file"] is files["read_file"] and gated["glob"] is files["glob"]
+    assert execute_tool_call(as_call("read_file", {"path": "app.py"}), gated) == "print('hi')\n"
+    assert execute_tool_call(as_call("glob", {"pattern": "*.py"}), gated) == "app.py"
+
+
+def test_file_tools_are_denied_headless_for_untrusted_clients(tmp_path, files, plain_client):
+    before = (tmp_path / "app.py").read_bytes()
+    gated = guard(files, plain_client)
+    calls = [
+        as_call("write_file", {"path": "app.py", "content": "import os\nos.remove('x')\n"}),
+        as_call("write_file", {"path": "new.py", "content": "x = 1\n"}),
+        as_call("edit_file", {"path": "app.py", "old_string": "hi", "new_string": "bye"}),
+    ]
+    for call in calls:
+        text = execute_tool_call(call, gated)
+        assert text.startswith(DENIED_PREFIX) and "会改动文件" in text, text
+    assert (tmp_path / "app.py").read_bytes() == before
+    assert not (tmp_path / "new.py").exists()
+    # 同样的调用，换成假模型：照常执行（说明上面的调用本身是能改文件的）
+    trusted_table = guard(files, FakeClient())
+    assert execute_tool_call(calls[2], trusted_table).startswith("已修改")
+    assert (tmp_path / "app.py").read_bytes() == b"print('bye')\n"
+
+
+def test_a_denied_command_never_starts_a_process(tmp_path, files, plain_client, popen_count):
+    """真实子进程：这条命令一旦启动就会建出文件；被拒绝时文件不在，Popen 一次也没被调用。"""
+    command = "python3 -c \"open('started.txt', 'w').close()\" || touch started.txt"
+    for gated in (guard(files, plain_client), guard(files, plain_client, "deny"),
+                  guard(files, plain_client, ask=answers("n 不行")), gate(files, "allowlist")):
+        assert execute_tool_call(bash_call(command), gated).startswith(DENIED_PREFIX)
+    assert popen_count.started == 0 and not (tmp_path / "started.txt").exists()
+    execute_tool_call(bash_call(command), guard(files, plain_client, ask=answers("y")))
+    assert popen_count.started == 1 and (tmp_path / "started.txt").exists()
+
+
+def test_what_the_person_is_shown(files, plain_client):
+    """每个要审批的工具都给人一句说明：bash 是命令；write_file 是路径和大小；edit_file 是路径和原文（截短）。"""
+    ask = answers("n", "n", "n", "n")
+    gated = guard(files, plain_client, ask=ask)
+    long_old = "print('hi')" * 20
+    execute_tool_call(bash_call("rm -r data"), gated)
+    execute_tool_call(as_call("write_file", {"path": "notes/todo.txt", "content": "第一行\n第二行\n"}), gated)
+    execute_tool_call(as_call("edit_file", {"path": "app.py", "old_string": long_old, "new_string": "pass"}), gated)
+    execute_tool_call(as_call("edit_file", {"path": "app.py", "old_string": "hi", "new_string": "bye"}), gated)
+    bash, write, edit_long, edit = ask.asked
+    assert bash == "rm -r data"
+    assert "write_file" in write and "'notes/todo.txt'" in write and "8 个字符" in write
+    assert "'app.py'" in edit_long and f"共 {len(long_old)} 个字符" in edit_long and long_old not in edit_long
+    assert edit == "edit_file：在 'app.py' 里把 'hi' 换成 'bye'"
+    assert describe("bash", {"command": "ls\nrm x"}) == "ls\nrm x"  # 命令从不截短
+
+
+def test_policy_ask_asks_even_for_the_fake(tmp_path, files):
+    gated = guard(files, FakeClient(), "ask", ask=answers("n 先问一下"))
+    assert isinstance(gated, Guarded)
+    assert execute_tool_call(bash_call("touch marker.txt"), gated).endswith("先问一下")
+    assert guard(files, FakeClient(), "allowlist") is not files
+    assert not (tmp_path / "marker.txt").exists()
+
+
+def test_a_misspelt_env_policy_denies_even_for_the_fake(monkeypatch, files):
+    monkeypatch.setenv("HARNESS_APPROVAL", "alow")
+    gated = guard(files, FakeClient(), ask=nobody_may_ask)
+    assert isinstance(gated, Guarded) and gated.policy is None
+    text = execute_tool_call(bash_call("echo hi"), gated)
+    assert text.startswith(DENIED_PREFIX) and "HARNESS_APPROVAL" in text
+
+
+def test_env_policy_is_read_when_guard_is_called(monkeypatch, files, plain_client):
+    monkeypatch.setenv("HARNESS_APPROVAL", "allow")
+    gated = guard(files, plain_client, ask=nobody_may_ask)
+    monkeypatch.setenv("HARNESS_APPROVAL", "deny")
+    assert execute_tool_call(bash_call("echo 放行"), gated).strip() == "放行"
+    assert gated.policy == "allow"
+
+
+def test_memory_belongs_to_one_guarded_table(tmp_path, files, plain_client):
+    ask = answers("a", "n 另一张表", "y")
+    first = guard(files, plain_client, ask=ask)
+    second = guard(files, plain_client, ask=ask)
+    assert execute_tool_call(bash_call("touch a.txt"), first) == "(没有输出)"
+    assert execute_tool_call(bash_call("touch a.txt"), first) == "(没有输出)"  # 记住了：不问
+    assert first.always_allowed() == {"touch a.txt"} and second.always_allowed() == frozenset()
+    assert execute_tool_call(bash_call("touch a.txt"), second).endswith("另一张表")
+    first.forget()
+    assert first.always_allowed() == frozenset()
+    execute_tool_call(bash_call("touch a.txt"), first)  # 忘了：又问
+    assert ask.asked == ["touch a.txt"] * 3
+
+
+def test_always_allow_remembers_exact_arguments(tmp_path, files, plain_client):
+    ask = answers("a", "n 内容不一样")
+    gated = guard(files, plain_client, ask=ask)
+    write = {"path": "a.txt", "content": "一"}
+    assert execute_tool_call(as_call("write_file", write), gated).startswith("已写入")
+    assert execute_tool_call(as_call("write_file", write), gated).startswith("已写入")
+    other = execute_tool_call(as_call("write_file", {"path": "a.txt", "content": "二"}), gated)
+    assert other.endswith("内容不一样") and (tmp_path / "a.txt").read_text(encoding="utf-8") == "一"
+    assert len(ask.asked) == 2
+
+
+def test_unknown_tools_are_gated_and_read_only_tools_are_not(plain_client):
+    ran = []
+
+    def deploy(args):
+        ran.append(args)
+        return "已部署"
+
+    def read_file(args):
+        return "内容"
+
+    handlers = {**HANDLERS, "read_file": read_file, "deploy": deploy}
+    gated = guard(handlers, plain_client)
+    assert gated["read_file"] is read_file
+    assert gated["deploy"].__wrapped__ is deploy and gated["bash"].__wrapped__ is HANDLERS["bash"]
+    text = execute_tool_call(as_call("deploy", {"target": "prod"}), gated)
+    assert text.startswith(DENIED_PREFIX) and "deploy" in text and ran == []
+    assert "deploy（先审批）" in repr(gated) and "read_file（" not in repr(gated)
+
+
+def test_guarded_table_cannot_be_changed(files, plain_client):
+    gated = guard(files, plain_client)
+    with pytest.raises(TypeError):
+        gated["bash"] = files["bash"]  # 后加进来的处理函数会绕过审批
+    assert set(gated) == set(files) and len(gated) == len(files)
+    assert dict(gated)["bash"] is gated["bash"]
+
+
+def test_bad_arguments_are_not_run_without_approval(tmp_path, plain_client):
+    bad = as_call("bash", {"cmd": "touch x.txt"})
+    text = execute_tool_call(bad, guard(HANDLERS, plain_client))
+    assert text.startswith(DENIED_PREFIX) and "参数不合格" in text
+    # 明确放行时交给处理函数，由它报“调用解析失败”
+    assert execute_tool_call(bad, guard(HANDLERS, plain_client, "allow")).startswith("错误（调用解析失败）")
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_explicit_bad_policy_is_a_programming_error(plain_client):
+    with pytest.raises(ValueError):
+        decide("ls", policy="sometimes")
+    with pytest.raises(ValueError):
+        guard(HANDLERS, plain_client, "sometimes")
+    with pytest.raises(ValueError):
+        gate(HANDLERS, "sometimes")
+
+
+# ---------------------------------------------------------------------------
+# gate：不看客户端，一律按不可信处理
+# ---------------------------------------------------------------------------
+
+
+def test_gate_is_guard_without_a_client(tmp_path):
+    gated = gate(HANDLERS, "ask", ask=answers("n 不要建文件"))
+    assert isinstance(gated, Guarded) and gated.client is None
+    text = execute_tool_call(bash_call("touch marker.txt"), gated)
+    assert text == "错误（执行授权失败）：用户拒绝执行：不要建文件"
+    assert not (tmp_path / "marker.txt").exists()
+    assert HANDLERS["bash"]({"command": "echo 原样"}).strip() == "原样"  # 原来的分发表没有变
+
+
+def test_gate_with_the_handler_blacklist_still_in_place():
+    gated = gate(HANDLERS, "allow")
+    assert execute_tool_call(bash_call("sudo ls"), gated).startswith("错误（执行授权失败）：命令里有被禁止的片段")
+
+
+def _scripted():
+    return FakeClient(script=[
+        tool_reply(tool_call("bash", {"command": "echo 你好"})),
+        tool_reply(tool_call("bash", {"command": "touch marker.txt"})),
+        text_reply("没有得到授权，文件没有创建。"),
+    ])
+
+
+def test_denial_reaches_the_model_and_the_loop_goes_on(tmp_path):
+    client = _scripted()
+    ask = answers("y", "n 不要建文件")
+    messages = [{"role": "user", "content": "打个招呼，再建一个文件"}]
+    answer = agent_loop(messages, client=client, model="scripted", handlers=gate(HANDLERS, "ask", ask=ask))
+    assert answer == "没有得到授权，文件没有创建。"
+    tools = [m for m in messages if m["role"] == "tool"]
+    assert tools[0]["content"].strip() == "你好"
+    assert tools[1]["content"] == "错误（执行授权失败）：用户拒绝执行：不要建文件"
+    assert tools[1]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
+    seen = [m for m in client.last_request["messages"] if m.get("role") == "tool"]
+    assert seen[-1]["content"].startswith(DENIED_PREFIX)  # 模型在第三次请求里看到了拒绝
+    assert not (tmp_path / "marker.txt").exists()
+
+
+# ---------------------------------------------------------------------------
+# 三种选择（decide：单独判断一条命令，提出它的一方按不可信处理，没有记忆）
 # ---------------------------------------------------------------------------
 
 
@@ -95,7 +459,6 @@ def test_approve():
     verdict = decide("touch a.txt", policy="ask", ask=ask)
     assert verdict.allowed and verdict.by == "人工"
     assert ask.asked == ["touch a.txt"]
-    assert approval.always_allowed() == frozenset()  # y 只批准这一次
 
 
 def test_deny_with_reason_and_without():
@@ -105,18 +468,16 @@ def test_deny_with_reason_and_without():
     assert not verdict and "没有说明原因" in verdict.reason
 
 
-def test_always_allow_is_for_the_exact_command_only():
-    ask = answers("a", "y", "y")
+def test_always_in_decide_only_approves_this_once():
+    ask = answers("a", "n")
     assert decide("touch a.txt", policy="ask", ask=ask).allowed
-    second = decide("touch a.txt", policy="ask", ask=ask)
-    assert second.allowed and second.by == "会话记忆"
-    assert ask.asked == ["touch a.txt"]  # 同一条命令不再询问
-    decide("touch a.txt ", policy="ask", ask=ask)  # 多一个空格就是另一条命令
-    decide("touch b.txt", policy="ask", ask=ask)
-    assert ask.asked == ["touch a.txt", "touch a.txt ", "touch b.txt"]
-    assert approval.always_allowed() == {"touch a.txt"}
-    approval.forget()
-    assert approval.always_allowed() == frozenset()
+    assert not decide("touch a.txt", policy="ask", ask=ask).allowed  # decide 没有记忆：又问了
+    assert ask.asked == ["touch a.txt", "touch a.txt"]
+
+
+def test_decide_asks_by_default_when_someone_can_answer():
+    verdict = decide("touch a.txt", ask=answers("n 不行"))  # 默认 auto：decide 不看客户端，按不可信处理
+    assert not verdict and verdict.by == "人工"
 
 
 def test_unclear_answers_are_asked_again_then_denied():
@@ -212,7 +573,7 @@ def test_allowlist_verdicts_match_what_the_shell_does(tmp_path):
 def test_ask_stdin_without_terminal_returns_none(capsys):
     assert approval.ask_stdin("rm a.txt") is None  # pytest 下的标准输入不是终端
     out = capsys.readouterr().out
-    assert "rm a.txt" in out and "无法询问" in out
+    assert "rm a.txt" in out and "无法询问" in out and "按不可信处理" in out
 
 
 def test_ask_stdin_in_a_kernel_without_stdin(monkeypatch, capsys):
@@ -226,22 +587,20 @@ def test_ask_stdin_in_a_kernel_without_stdin(monkeypatch, capsys):
     assert approval.ask_stdin("ls") is None
 
 
-def test_ask_stdin_uses_input_when_available(monkeypatch, capsys):
+def test_ask_stdin_uses_input_when_available(monkeypatch, capsys, tmp_path, plain_client):
     monkeypatch.setattr(approval, "_in_kernel", lambda: True)
     prompts = []
     monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "n 不行")
-    with using_endpoint(*REMOTE):
-        verdict = decide("rm a.txt", policy="ask")
-    assert verdict.message == DENIED_PREFIX + "用户拒绝执行：不行"
+    gated = guard(HANDLERS, plain_client)
+    assert execute_tool_call(bash_call("rm a.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不行"
     assert prompts == [approval.PROMPT]
     out = capsys.readouterr().out
-    assert "rm a.txt" in out and REMOTE[0] in out  # 先把命令和端点打印出来
+    assert "rm a.txt" in out and NOWHERE in out and "不可信" in out  # 先把命令和客户端打印出来
 
 
 def test_headless_falls_back_to_the_allowlist():
-    with using_endpoint(*REMOTE):
-        ok = decide("ls", policy="ask")
-        no = decide("rm a.txt", policy="ask")
+    ok = decide("ls", policy="ask")
+    no = decide("rm a.txt", policy="ask")
     assert ok.allowed and ok.by == "白名单（无法询问）"
     assert not no.allowed and no.by == "白名单（无法询问）" and "rm" in no.reason
 
@@ -273,7 +632,7 @@ def test_policy_from_env():
 
 
 @pytest.mark.parametrize("policy,ls_ok,rm_ok", [
-    (None, True, False),  # 默认 auto：无头时退回白名单
+    (None, True, False),  # 默认 auto：不可信、无头时退回白名单
     ("auto", True, False),
     ("ask", True, False),
     ("allowlist", True, False),
@@ -281,234 +640,20 @@ def test_policy_from_env():
     ("deny", False, False),
     ("alow", False, False),  # 写错了：不当成放行
 ])
-def test_env_policies_with_a_real_endpoint(monkeypatch, policy, ls_ok, rm_ok):
+def test_env_policies_for_an_untrusted_client(monkeypatch, plain_client, policy, ls_ok, rm_ok):
     if policy is not None:
         monkeypatch.setenv("HARNESS_APPROVAL", policy)
-    with using_endpoint(*REMOTE):
-        assert decide("ls").allowed is ls_ok
-        assert decide("rm a.txt").allowed is rm_ok
-        assert check("rm a.txt").allowed is rm_ok
+    assert decide("ls").allowed is ls_ok
+    assert decide("rm a.txt").allowed is rm_ok
+    gated = guard(HANDLERS, plain_client)
+    assert execute_tool_call(bash_call("rm a.txt"), gated).startswith(DENIED_PREFIX) is not rm_ok
     if policy == "alow":
         assert "HARNESS_APPROVAL" in decide("ls").reason
 
 
-def test_allowlist_policy_never_asks(monkeypatch):
-    monkeypatch.setattr(approval, "ask_stdin", nobody_may_ask)
-    with using_endpoint(*REMOTE):
-        assert not decide("touch a.txt", policy="allowlist").allowed
-        assert decide("ls", policy="allowlist").allowed
-
-
-def test_auto_does_not_ask_for_the_fake_model(monkeypatch):
-    monkeypatch.setattr(approval, "ask_stdin", nobody_may_ask)
-    verdict = decide("touch a.txt")
-    assert verdict.allowed and verdict.by == "无需审批"
-    # 明确选 ask 时，即使是假模型也问
-    assert not decide("touch a.txt", policy="ask", ask=answers("n")).allowed
-
-
-def test_explicit_bad_policy_is_a_programming_error():
-    with pytest.raises(ValueError):
-        decide("ls", policy="sometimes")
-    with pytest.raises(ValueError):
-        gate(HANDLERS, "sometimes")
-
-
-# ---------------------------------------------------------------------------
-# 哪些端点需要审批；切换器告诉 approval 现在用的是谁
-# ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("endpoint,needed", [
-    (None, False),
-    (("http://127.0.0.1:8000/v1", "fake-agent-1"), False),  # 本项目的本地端点
-    (("http://127.1:8000/v1/", "fake-agent-1"), False),
-    (("http://localhost:8000/v1", "fake-agent-1"), False),
-    (("http://[::1]:8000/v1", "fake-agent-1"), False),
-    (("http://localhost:11434/v1", "qwen2.5:7b"), True),  # 本机的 Ollama：模型照样会提出命令
-    (("http://127.0.0.1:8000/v1", "qwen2.5:7b"), True),
-    (("https://api.deepseek.com/v1", "deepseek-chat"), True),
-    (("https://fake.example.com/v1", "fake-agent-1"), True),  # 名字像假模型，但不在本机
-    ("https://api.deepseek.com/v1", True),
-    ("http://127.0.0.1:8000/v1", True),  # 不知道模型名：保守起见要审批
-])
-def test_requires_approval(endpoint, needed):
-    assert requires_approval(endpoint) is needed
-
-
-def test_client_from_env_tells_approval():
-    client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789", "HARNESS_MODEL": "qwen-plus",
-                     "OPENAI_BASE_URL": "https://dashscope.aliyuncs.com/compatible-mode/v1"})
-    assert approval.active_endpoint()[1] == "qwen-plus" and requires_approval()
-    client_from_env({})
-    assert approval.active_endpoint() is None and not requires_approval()
-    client_from_env({"HARNESS_MODE": "local"})
-    assert approval.active_endpoint()[0].startswith(ensure_local_server().rstrip("/"))
-    assert not requires_approval()
-
-
-def test_switch_tells_approval_even_when_the_client_is_cached():
-    sw = model_switch(environ={"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789",
-                               "HARNESS_MODEL": "deepseek-chat", "OPENAI_BASE_URL": "https://api.deepseek.com/v1"})
-    sw.current()
-    assert requires_approval()
-    client_from_env({})  # 别处交出了假模型
-    assert not requires_approval()
-    sw.current()  # 切换器的客户端没变（缓存），仍然要告诉 approval
-    assert requires_approval()
-    sw.mode_buttons.value = "fake"
-    sw.current()
-    assert not requires_approval()
-    sw.preset_dropdown.value = "local"  # 选“本项目的本地端点”
-    sw.current()
-    assert approval.active_endpoint() is not None and not requires_approval()
-
-
-# ---------------------------------------------------------------------------
-# run_bash 里的安全网
-# ---------------------------------------------------------------------------
-
-
-def test_safety_net_denies_without_starting_a_process(tmp_path, monkeypatch):
-    def no_popen(*args, **kwargs):
-        raise AssertionError("被拒绝的命令不应该启动进程")
-
-    with using_endpoint(*REMOTE):
-        monkeypatch.setattr(bash_module.subprocess, "Popen", no_popen)
-        reply = run_bash("touch marker.txt")
-        monkeypatch.setattr(bash_module.subprocess, "Popen", subprocess.Popen)
-    assert reply.startswith(DENIED_PREFIX) and "touch" in reply
-    assert not (tmp_path / "marker.txt").exists()
-
-
-def test_safety_net_marker_file(tmp_path, monkeypatch):
-    with using_endpoint(*REMOTE):
-        assert run_bash("touch marker.txt").startswith(DENIED_PREFIX)  # 无头：白名单
-        assert not (tmp_path / "marker.txt").exists()
-        assert run_bash("echo 只读").strip() == "只读"  # 白名单里的命令照常执行
-        monkeypatch.setattr(approval, "ask_stdin", answers("n 先别动文件"))
-        assert run_bash("touch marker.txt") == DENIED_PREFIX + "用户拒绝执行：先别动文件"
-        assert not (tmp_path / "marker.txt").exists()
-        monkeypatch.setattr(approval, "ask_stdin", answers("y"))
-        assert run_bash("touch marker.txt") == "(没有输出)"
-    assert (tmp_path / "marker.txt").exists()
-
-
-def test_safety_net_leaves_fake_and_local_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(approval, "ask_stdin", nobody_may_ask)
-    monkeypatch.setenv("HARNESS_APPROVAL", "deny")  # 即使选了 deny：不需要审批的端点不受影响
-    assert run_bash("touch fake.txt") == "(没有输出)"
-    with using_endpoint(ensure_local_server(), "fake-agent-1"):
-        assert run_bash("touch local.txt") == "(没有输出)"
-    assert (tmp_path / "fake.txt").exists() and (tmp_path / "local.txt").exists()
-
-
-def test_session_memory_is_shared_with_the_safety_net(tmp_path, monkeypatch):
-    ask = answers("a")
-    with using_endpoint(*REMOTE):
-        assert decide("touch marker.txt", policy="ask", ask=ask).allowed
-        asked = answers(None)  # 只准问一次：问到时像无头运行一样没人回答
-        monkeypatch.setattr(approval, "ask_stdin", asked)
-        assert run_bash("touch marker.txt") == "(没有输出)"  # 记住了：不问
-        assert run_bash("touch other.txt").startswith(DENIED_PREFIX)  # 别的命令要问；没人答，白名单拦下
-        assert asked.asked == ["touch other.txt"]
-    assert (tmp_path / "marker.txt").exists() and not (tmp_path / "other.txt").exists()
-
-
-# ---------------------------------------------------------------------------
-# gate：处理函数之前的审批
-# ---------------------------------------------------------------------------
-
-
-def test_gate_wraps_only_the_named_tools():
-    def read_file(args):
-        return "内容"
-
-    handlers = {**HANDLERS, "read_file": read_file}
-    gated = gate(handlers, "deny")
-    assert gated is not handlers and gated["read_file"] is read_file
-    assert gated["bash"] is not HANDLERS["bash"] and gated["bash"].__wrapped__ is HANDLERS["bash"]
-    with pytest.raises(ToolDenied, match="deny"):
-        gated["bash"]({"command": "ls"})
-    assert HANDLERS["bash"]({"command": "echo 原样"}).strip() == "原样"  # 原来的分发表没有变
-
-
-def test_gate_denial_becomes_the_authorization_failure_text(tmp_path):
-    gated = gate(HANDLERS, "ask", ask=answers("n 不要建文件"))
-    text = execute_tool_call(fake_tool_call("touch marker.txt"), gated)
-    assert text == "错误（执行授权失败）：用户拒绝执行：不要建文件"
-    assert not (tmp_path / "marker.txt").exists()
-
-
-def test_gate_leaves_bad_arguments_to_the_handler():
-    gated = gate(HANDLERS, "ask", ask=nobody_may_ask)
-    assert execute_tool_call(fake_tool_call('{"cmd": "ls"}'), gated).startswith("错误（调用解析失败）")
-    assert execute_tool_call(fake_tool_call('{"command": 42}'), gated).startswith("错误（调用解析失败）")
-
-
-def test_gate_and_safety_net_do_not_ask_twice(tmp_path, monkeypatch):
-    net_asked = answers(None)  # 安全网自己的询问：记下问了什么，像无头运行一样没人回答
-    monkeypatch.setattr(approval, "ask_stdin", net_asked)
-    ask = answers("y")
-    with using_endpoint(*REMOTE):
-        gated = gate(HANDLERS, "ask", ask=ask)
-        assert execute_tool_call(fake_tool_call("touch marker.txt"), gated) == "(没有输出)"
-        # 批准只管那一次调用：之后直接调 run_bash，安全网照常工作（无头：白名单）
-        assert run_bash("touch again.txt").startswith(DENIED_PREFIX)
-    assert ask.asked == ["touch marker.txt"]
-    assert net_asked.asked == ["touch again.txt"]  # gate 批准过的那条，安全网没有再问
-    assert (tmp_path / "marker.txt").exists() and not (tmp_path / "again.txt").exists()
-
-
-def test_gate_with_the_handler_blacklist_still_in_place():
-    gated = gate(HANDLERS, "allow")
-    assert execute_tool_call(fake_tool_call("sudo ls"), gated).startswith("错误（执行授权失败）：命令里有被禁止的片段")
-
-
-# ---------------------------------------------------------------------------
-# 拒绝的文字经过 agent_loop 回到模型，循环继续
-# ---------------------------------------------------------------------------
-
-
-def _scripted():
-    return FakeClient(script=[
-        tool_reply(tool_call("bash", {"command": "echo 你好"})),
-        tool_reply(tool_call("bash", {"command": "touch marker.txt"})),
-        text_reply("没有得到授权，文件没有创建。"),
-    ])
-
-
-def test_denial_reaches_the_model_through_the_gate(tmp_path):
-    client = _scripted()
-    ask = answers("y", "n 不要建文件")
-    messages = [{"role": "user", "content": "打个招呼，再建一个文件"}]
-    answer = agent_loop(messages, client=client, model="scripted", handlers=gate(HANDLERS, "ask", ask=ask))
-    assert answer == "没有得到授权，文件没有创建。"
-    tools = [m for m in messages if m["role"] == "tool"]
-    assert tools[0]["content"].strip() == "你好"
-    assert tools[1]["content"] == "错误（执行授权失败）：用户拒绝执行：不要建文件"
-    assert tools[1]["tool_call_id"] == messages[3]["tool_calls"][0]["id"]
-    # 模型在第三次请求里看到了拒绝
-    seen = [m for m in client.last_request["messages"] if m.get("role") == "tool"]
-    assert seen[-1]["content"].startswith(DENIED_PREFIX)
-    assert not (tmp_path / "marker.txt").exists()
-
-
-def test_denial_reaches_the_model_through_the_safety_net(tmp_path):
-    """没有 gate，只有 run_bash 里的安全网：真实端点、无头运行，同样的循环也拦得住。"""
-    client = _scripted()
-    messages = [{"role": "user", "content": "打个招呼，再建一个文件"}]
-    with using_endpoint(*REMOTE):
-        answer = agent_loop(messages, client=client, model="scripted")
-    assert answer == "没有得到授权，文件没有创建。"
-    tools = [m for m in messages if m["role"] == "tool"]
-    assert tools[0]["content"].strip() == "你好"
-    assert tools[1]["content"].startswith("错误（执行授权失败）：") and "touch" in tools[1]["content"]
-    assert not (tmp_path / "marker.txt").exists()
-
-
-def test_fake_loop_is_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(approval, "ask_stdin", nobody_may_ask)
-    messages = [{"role": "user", "content": "打个招呼，再建一个文件"}]
-    agent_loop(messages, client=_scripted(), model="scripted")
-    assert (tmp_path / "marker.txt").exists()
+def test_allowlist_policy_never_asks(plain_client, files):
+    gated = guard(files, plain_client, "allowlist", ask=nobody_may_ask)
+    assert not decide("touch a.txt", policy="allowlist", ask=nobody_may_ask).allowed
+    assert decide("ls", policy="allowlist", ask=nobody_may_ask).allowed
+    assert "app.py" in execute_tool_call(bash_call("ls"), gated)
+    assert execute_tool_call(as_call("write_file", {"path": "b.txt", "content": ""}), gated).startswith(DENIED_PREFIX)

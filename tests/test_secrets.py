@@ -186,6 +186,7 @@ def kernel_env(base_url, box):
         "OPENAI_BASE_URL": base_url,
         "OPENAI_API_KEY": SENTINEL,
         "HARNESS_MODEL": MODEL,
+        "HARNESS_APPROVAL": "allow",  # 这里测的是密钥不外泄，不是审批：端点不可信，但命令一律放行
         "HOME": str(home),
         "USERPROFILE": str(home),
         "TMPDIR": str(tmp),

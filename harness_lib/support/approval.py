@@ -1,42 +1,50 @@
-"""执行前先问人：*审批*（approval）策略、只读*白名单*（allowlist），以及 `run_bash` 里的安全网。
+"""执行前先问人：*审批*（approval）策略、只读*白名单*（allowlist），以及“谁提出的调用可信”。
 
 笔记本 10_approval 讲解这里的内容（原文第二、四节的延伸）。原文第二节说权限控制要放在处理函数
-之前；第四节说子串黑名单容易被变体绕过，生产环境要问“高风险动作是否需要用户批准”。本模块给出
-两道闸门：
+之前；第四节说子串黑名单容易被变体绕过，生产环境要问“高风险动作是否需要用户批准”。
 
-1. `gate(handlers, policy=None, *, ask=None)`：包一层分发表，bash 在进入处理函数之前先审批。
-   被拒绝时抛出 `loop.ToolDenied`，`execute_tool_call` 把它写成“错误（执行授权失败）：原因”，
-   作为工具结果交给模型，循环照常继续。笔记本 10 用的就是它。
-2. 安全网 `check(command)`：`run_bash` 在启动任何进程之前调用它一次。只有当前端点需要审批时才生效，
-   被拒绝时 `run_bash` 直接返回同样格式的文字，不启动进程。这样，任何一本笔记本的循环只要用了
-   真实端点，都会先经过审批；假模型和本项目的本地端点完全不受影响。已经由 `gate` 批准过的同一条
-   命令，安全网不会再问第二遍。
+要不要审批，只看提出这次调用的客户端（`trusted(client)`），不看进程里的任何全局状态：
+- 可信的只有两种：离线假模型 `FakeClient`（包括它的子类，回复都由本项目的代码决定），以及
+  `base_url` 指向本进程里用 `endpoint.start_server` 启动、还没有关闭的本地端点的客户端
+  （背后还是那个确定的假模型，见 `endpoint.serves_fake`）；
+- 其余一律不可信（fail closed）：切换器交出的真实端点客户端、自己 `openai.OpenAI(...)` 建的客户端、
+  回放录像的 `ReplayClient`、本机的 Ollama、vLLM、别的进程里启动的本地端点、已经关闭的本地端点、
+  `None`，以及没有 `base_url` 的对象。
 
-哪些端点需要审批：切换器（`ModelSwitch.current()`）和 `client_from_env()` 每次交出客户端时，
-都会调用 `note_endpoint(base_url, model)` 告诉本模块“现在用的是谁”。
-- 假模型（`base_url` 为 None）：不需要；
-- 本项目的本地端点（回环地址，并且模型名以 `fake` 开头，也就是背后仍是确定的假模型）：不需要；
-- 其他一切，包括本机的 Ollama、vLLM、llama.cpp：需要。模型跑在自己电脑上，提出的命令照样
-  可能删文件，所以“本机”不等于“可信”。
-只有经过切换器或 `client_from_env` 交出的客户端才会被记下；自己直接 `openai.OpenAI(...)` 建的客户端，
-需要手动调用 `note_endpoint`。记录的是“最近一次交出的客户端”，整个进程共用一份。
+两个入口：
+1. `guard(handlers, client, policy=None, *, ask=None)`：客户端可信、策略是 `auto` 时原样返回
+   `handlers`（同一个 dict 对象）；否则返回一张只读的新分发表 `Guarded`，其中会运行程序或改动
+   文件的工具（bash、write_file、edit_file，以及名字不认识的工具）先审批，再交给原来的处理函数。
+   只读的 `read_file`、`glob` 原样保留。
+2. `gate(handlers, policy=None, *, ask=None)`：即 `guard(handlers, None, ...)`，不看客户端，一律当作不可信。
 
-策略由环境变量 `HARNESS_APPROVAL` 选择（启动 JupyterLab 之前设置），默认 `auto`：
-- `auto`：端点不需要审批时直接放行；需要审批时逐条询问，无法询问时退回白名单；
-- `ask`：逐条询问（`gate` 里即使用假模型也问），无法询问时退回白名单；
-- `allowlist`：不询问，只放行只读命令（生产做法：默认拒绝，明确允许）；
+被拒绝时，包好的处理函数自己返回 `错误（执行授权失败）：理由`，和 `execute_tool_call` 处理
+`ToolDenied` 时写的文字一样，原来的处理函数根本不会被调用，所以不会启动任何进程、不会碰任何文件。
+本模块属于下面的辅助层，不导入课程层（`harness_lib.lesson`）的任何东西。
+
+问人时给人看的是一句说明（`describe(tool, args)`）：bash 是完整的命令；write_file 是路径、字符数和
+内容的开头；edit_file 是路径，以及要被替换的原文和新文字（过长时截短）。
+
+策略由参数 `policy` 指定；不指定时，在调用 `guard` 的那一刻读环境变量 `HARNESS_APPROVAL`，默认 `auto`：
+- `auto`：可信的客户端不审批；不可信的逐条询问，无法询问时退回白名单；
+- `ask`：不管客户端是谁都逐条询问，无法询问时退回白名单；
+- `allowlist`：不询问，只放行只读调用（生产做法：默认拒绝，明确允许）；
 - `allow`：一律放行，必须自己明确选择；
-- `deny`：一律拒绝。
-写错的取值不会被当成放行：需要审批的命令一律拒绝，并在理由里说明可选的值。
-“本次会话总是允许”的命令只记在内存里（`always_allowed()`、`forget()`），内核重启就没了。
+- `deny`：会运行程序或改动文件的调用一律拒绝。
+环境变量写错时不会被当成放行：包好的工具一律拒绝，理由里说明可选的值（客户端可信也一样）。
+“只读调用”指白名单放行的 bash 命令；write_file、edit_file 和不认识的工具都不算。
+
+记忆：答 `a` 时，记住的是“同一个工具、逐字相同的参数”，只记在这一张 `Guarded` 分发表里
+（`always_allowed()` 查看，`forget()` 清空）。另一张分发表、单独调用的 `decide` 都不知道它；
+分发表不用了，记忆也就没了。
 
 怎样询问：用内核的标准输入请求，也就是 `input()`。JupyterLab 会在单元格下面显示一个输入框，
 单元格一直等到你回车。我们没有用 ipywidgets 按钮：单元格运行期间，内核不处理前端发来的控件消息
 （comm 消息），按钮的点击要等单元格结束才会到达，在运行中的单元格里等待点击只会卡死。
-询问之前先把命令完整打印出来，再提示 “y 批准 / n 原因 拒绝 / a 本次会话都允许这条命令”。
+询问之前先把说明、提出调用的客户端和白名单的意见打印出来，再提示 “y 批准 / n 原因 拒绝 / a 以后都允许同样的调用”。
 拿不到标准输入时（nbclient 无头运行会抛 `StdinNotImplementedError`；普通 Python 进程没有终端），
-`ask_stdin` 返回 None，决定退回白名单。测试和笔记本可以传入自己的 `ask(command) -> str | None`
-代替真人回答，例如 `gate(HANDLERS, "ask", ask=lambda command: "n 不要删文件")`。
+`ask_stdin` 返回 None，决定退回白名单。测试和笔记本可以传入自己的 `ask(说明) -> str | None`
+代替真人回答，例如 `guard(handlers, client, "ask", ask=lambda text: "n 不要删文件")`。
 
 白名单（`check_allowlist`）只认这些只读程序：`ls cat head tail wc pwd echo grep find date whoami`，
 以及 `git status / log / diff / show`。`find` 不能带 `-exec`、`-delete`、`-fprint` 一类动作；
@@ -52,45 +60,47 @@ Windows 上命令交给 cmd.exe，引号规则不同，所以只认 `dir type ec
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import json
 import os
 import re
 import shlex
-import socket
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from .endpoint import serves_fake
+from .fake import FakeClient
 
 __all__ = [
     "DENIED_PREFIX",
     "ENV_VAR",
     "POLICIES",
     "PROMPT",
+    "READ_ONLY_TOOLS",
+    "Guarded",
     "Verdict",
-    "active_endpoint",
-    "always_allowed",
     "ask_stdin",
-    "check",
     "check_allowlist",
     "decide",
-    "forget",
+    "describe",
     "gate",
-    "note_endpoint",
+    "guard",
     "parse_answer",
     "policy_from_env",
-    "requires_approval",
-    "using_endpoint",
+    "trusted",
 ]
 
 ENV_VAR = "HARNESS_APPROVAL"
 POLICIES = ("auto", "ask", "allowlist", "allow", "deny")
 DEFAULT_POLICY = "auto"
-DENIED_PREFIX = "错误（执行授权失败）："  # 与 loop.execute_tool_call 处理 ToolDenied 时的写法相同
-PROMPT = "y 批准 / n 原因 拒绝 / a 本次会话都允许这条命令："
+DENIED_PREFIX = "错误（执行授权失败）："  # 与 execute_tool_call 处理 ToolDenied 时写的文字相同
+PROMPT = "y 批准 / n 原因 拒绝 / a 以后都允许同样的调用："
 MAX_TRIES = 3  # 答复看不懂时最多再问几次
+CLIP = 60  # 说明里引用文字时最多保留的字符数
 
+READ_ONLY_TOOLS = frozenset({"read_file", "glob"})  # 只读的工具：不审批，原样保留
 READ_ONLY_PROGRAMS = frozenset({
     "ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "find", "date", "whoami", "git",
 })
@@ -122,81 +132,113 @@ class Verdict:
 
 
 # ---------------------------------------------------------------------------
-# 当前端点与会话记忆（都只在内存里）
+# 谁提出的调用可信
 # ---------------------------------------------------------------------------
 
-_lock = threading.Lock()
-_active: tuple[str, str] | None = None  # (base_url, model)；None 表示假模型
-_always: set[str] = set()  # 本次会话选择了“总是允许”的命令，逐字比较
-# gate 刚刚批准、正在交给处理函数的那条命令；run_bash 的安全网看到它就不再问第二遍
-_approved: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_approved", default=None)
 
+def trusted(client) -> bool:
+    """提出调用的这个客户端可不可信：只有离线假模型和本进程里还在运行的本地假模型端点可信。
 
-def note_endpoint(base_url=None, model=None) -> None:
-    """记下当前交出的客户端连的是哪个端点。`base_url=None` 表示离线假模型。切换器会自动调用。"""
-    global _active
-    with _lock:
-        _active = None if base_url is None else (str(base_url), str(model or ""))
-
-
-def active_endpoint() -> tuple[str, str] | None:
-    """最近一次交出的客户端：`(base_url, model)`；假模型时是 None。"""
-    return _active
-
-
-@contextlib.contextmanager
-def using_endpoint(base_url, model=None):
-    """在 with 块里假装当前端点是 `base_url`，离开时恢复原样（演示和测试用，不发任何网络请求）。"""
-    global _active
-    before = _active
-    note_endpoint(base_url, model)
-    try:
-        yield
-    finally:
-        with _lock:
-            _active = before
-
-
-def _is_loopback(host: str) -> bool:
-    host = (host or "").strip("[]").lower()
-    if host in ("localhost", "localhost.", "0.0.0.0", "::1"):
-        return True
-    if not re.fullmatch(r"[0-9a-fx.]+", host):  # inet_aton 会忽略空白后面的内容，先挡掉
-        return False
-    try:
-        return socket.inet_aton(host)[0] == 127  # 也认得 127.1、2130706433 这样的写法
-    except OSError:
-        return False
-
-
-def requires_approval(endpoint=...) -> bool:
-    """这个端点提出的命令要不要先审批。不给参数时看当前端点。
-
-    `endpoint` 可以是 None（假模型）、一个 base_url 字符串，或 `(base_url, model)`。
-    只有假模型和本项目的本地端点（回环地址上、模型名以 `fake` 开头）不需要。
+    判断只看传进来的这个对象：`FakeClient`（含子类）可信；有 `base_url`、并且这个地址由本进程里
+    `endpoint.start_server` 启动、还没关闭的端点提供（`endpoint.serves_fake`）的客户端可信。
+    其余一切，包括 None、没有 `base_url` 的对象、回放录像的客户端，都不可信。
     """
-    if endpoint is ...:
-        endpoint = _active
-    if endpoint is None:
-        return False
-    base_url, model = (endpoint, "") if isinstance(endpoint, str) else endpoint
-    try:
-        host = urlsplit(str(base_url)).hostname or ""
-    except ValueError:
+    if isinstance(client, FakeClient):
         return True
-    return not (_is_loopback(host) and str(model or "").startswith("fake"))
+    try:
+        base_url = getattr(client, "base_url", None)
+    except Exception:  # noqa: BLE001  任何古怪的对象都按不可信处理
+        return False
+    return base_url is not None and serves_fake(str(base_url))
 
 
-def always_allowed() -> frozenset:
-    """本次会话里选择了“总是允许”的命令（副本）。"""
-    with _lock:
-        return frozenset(_always)
+def _source(client) -> str:
+    """给人看的“这次调用是谁提出的”：客户端的类型和地址（地址里的用户名、密码不显示）。"""
+    if client is None:
+        return "没有给出客户端，按不可信处理"
+    if isinstance(client, FakeClient):
+        return f"离线假模型 {type(client).__name__}，可信"
+    name = type(client).__name__
+    try:
+        base_url = getattr(client, "base_url", None)
+    except Exception:  # noqa: BLE001
+        base_url = None
+    if base_url is None:
+        return f"{name}，没有 base_url，不可信"
+    try:
+        parts = urlsplit(str(base_url))
+        port = f":{parts.port}" if parts.port else ""
+        where = f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+    except ValueError:
+        where = "（无法解析的地址）"
+    return f"{name}，base_url={where}，{'本进程的本地假模型端点，可信' if trusted(client) else '不可信'}"
 
 
-def forget() -> None:
-    """清空“总是允许”的记录。"""
-    with _lock:
-        _always.clear()
+# ---------------------------------------------------------------------------
+# 一次待审批的调用，以及给人看的说明
+# ---------------------------------------------------------------------------
+
+
+def _quote(text: str, limit: int = CLIP) -> str:
+    """引用一段文字：过长时截短并注明原长，用 repr 写出，换行和不可见字符都看得见。"""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}…（共 {len(text)} 个字符）"
+
+
+def _canonical(args) -> str:
+    try:
+        return json.dumps(args, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
+def _strings(args, *keys) -> bool:
+    return isinstance(args, dict) and all(isinstance(args.get(k), str) for k in keys)
+
+
+def describe(tool: str, args) -> str:
+    """审批时给人看的一句说明：这次调用会做什么。
+
+    bash 是完整的命令本身；write_file 是路径、字符数和内容的开头；edit_file 是路径、被替换的原文和
+    新文字（过长时截短）；其余工具和参数不合格的调用，写出工具名和参数（过长时截短）。
+    """
+    if tool == "bash" and _strings(args, "command"):
+        return args["command"]
+    if tool == "write_file" and _strings(args, "path", "content"):
+        content = args["content"]
+        return (f"write_file：把 {len(content)} 个字符写进 {args['path']!r}（不存在就新建，存在就整个覆盖），"
+                f"内容开头是 {_quote(content)}")
+    if tool == "edit_file" and _strings(args, "path", "old_string", "new_string"):
+        return (f"edit_file：在 {args['path']!r} 里把 {_quote(args['old_string'])} "
+                f"换成 {_quote(args['new_string'])}")
+    if tool in ("bash", "write_file", "edit_file"):
+        return f"{tool}：参数不合格，原样是 {_quote(_canonical(args), 200)}"
+    return f"{tool}：参数是 {_quote(_canonical(args), 200)}"
+
+
+@dataclass(frozen=True)
+class _Call:
+    """一次待审批的工具调用。"""
+
+    tool: str
+    text: str  # 给人看的说明（bash 就是命令本身）
+    key: tuple  # 记忆用：同一个工具、逐字相同的参数
+    read_only: Verdict  # 不问人时的判断：只有白名单放行的 bash 命令算只读
+
+
+def _call(tool: str, args) -> _Call:
+    text = describe(tool, args)
+    if tool == "bash" and _strings(args, "command"):
+        read_only = check_allowlist(args["command"])
+    elif tool in ("write_file", "edit_file"):
+        read_only = Verdict(False, f"{tool} 会改动文件，不在只读白名单里", "白名单")
+    elif tool == "bash":
+        read_only = Verdict(False, "bash 的参数不合格（没有字符串参数 command），无法判断是否只读", "白名单")
+    else:
+        read_only = Verdict(False, f"工具 {tool!r} 不在只读白名单里"
+                                   "（只读的只有白名单放行的 bash 命令，以及 read_file、glob）", "白名单")
+    return _Call(tool, text, (tool, _canonical(args)), read_only)
 
 
 # ---------------------------------------------------------------------------
@@ -389,21 +431,24 @@ def _stdin_is_terminal() -> bool:
         return False
 
 
-def _describe(command: str) -> str:
-    """把待审批的命令排成几行，连同端点和白名单的意见。"""
-    endpoint = _active[0] if _active else "假模型"
-    lines = [f"┌ 审批：执行框架即将运行下面这条命令（端点：{endpoint}）"]
-    lines += [f"│ {line}" for line in command.split("\n")]
-    if any(not ch.isprintable() for ch in command if ch != "\n"):
-        lines.append(f"│ （含有不可见字符，原样是 {command!r}）")
-    hint = check_allowlist(command)
+def _box(text: str, source: str, hint: Verdict) -> str:
+    """把待审批的调用排成几行：说明、提出它的客户端、白名单的意见。"""
+    lines = [f"┌ 审批：执行框架即将执行下面这次工具调用（提出它的：{source}）"]
+    lines += [f"│ {line}" for line in text.split("\n")]
+    if any(not ch.isprintable() for ch in text if ch != "\n"):
+        lines.append(f"│ （含有不可见字符，原样是 {text!r}）")
     lines.append(f"└ 白名单的意见：{'放行' if hint.allowed else '拒绝'}（{hint.reason}）")
     return "\n".join(lines)
 
 
-def ask_stdin(command: str) -> str | None:
-    """默认的询问方式：先打印命令，再用 `input()` 等人回答。拿不到标准输入时返回 None。"""
-    print(_describe(command), flush=True)
+def ask_stdin(text: str, *, source: str | None = None, hint: Verdict | None = None) -> str | None:
+    """默认的询问方式：先打印说明，再用 `input()` 等人回答。拿不到标准输入时返回 None。
+
+    `source` 是提出调用的客户端（给人看的文字），`hint` 是白名单的意见；
+    不给 `hint` 时把 `text` 当作一条 bash 命令交给白名单判断。
+    """
+    hint = check_allowlist(text) if hint is None else hint
+    print(_box(text, source or _source(None), hint), flush=True)
     if _in_kernel() or _stdin_is_terminal():
         try:
             return input(PROMPT)
@@ -437,90 +482,160 @@ def policy_from_env(environ=None) -> str:
         raise ValueError(f"环境变量 {ENV_VAR} 只能是 {'、'.join(POLICIES)}，现在是 {raw!r}。") from None
 
 
-def _ask_person(command: str, ask) -> Verdict:
+def _resolve(policy):
+    """`policy` 参数 → 策略名。None 时读环境变量；环境变量写错时得到一个拒绝的结论，不当成放行。"""
+    if policy is not None:
+        return _policy_name(policy)  # 代码里明确写错是编程错误：抛 ValueError
+    try:
+        return policy_from_env()
+    except ValueError as exc:
+        return Verdict(False, f"{exc}为安全起见，不执行这次调用", "策略")
+
+
+class _Memory:
+    """“以后都允许”的记忆：键是（工具名, 参数），值是给人看的说明。属于某一张 `Guarded` 分发表。"""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items: dict[tuple, str] = {}
+
+    def __contains__(self, key) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def add(self, call: _Call) -> None:
+        with self._lock:
+            self._items[call.key] = call.text
+
+    def texts(self) -> frozenset:
+        with self._lock:
+            return frozenset(self._items.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def _ask_person(call: _Call, ask, memory: _Memory | None) -> Verdict:
     """问人（或问传进来的 ask 函数），把答复变成结论；没人可问时退回白名单。"""
-    ask = ask_stdin if ask is None else ask
     for _ in range(MAX_TRIES):
-        answer = ask(command)
+        answer = ask(call.text)
         if answer is None:
-            fallback = check_allowlist(command)
-            return Verdict(fallback.allowed, fallback.reason, "白名单（无法询问）")
+            return Verdict(call.read_only.allowed, call.read_only.reason, "白名单（无法询问）")
         choice, reason = parse_answer(answer)
         if choice == "y":
             return Verdict(True, "人工批准", "人工")
         if choice == "a":
-            with _lock:
-                _always.add(command)
-            return Verdict(True, "人工批准，本次会话里这条命令以后都不再询问", "人工")
+            if memory is None:
+                return Verdict(True, "人工批准；这里没有分发表可以记住“以后都允许”，只算这一次", "人工")
+            memory.add(call)
+            return Verdict(True, "人工批准，这张分发表以后不再询问同样的调用", "人工")
         if choice == "n":
             return Verdict(False, f"用户拒绝执行：{reason or '没有说明原因'}", "人工")
     return Verdict(False, "没有得到有效的答复（y / n 原因 / a），按拒绝处理", "人工")
 
 
-def decide(command: str, *, policy=None, ask=None) -> Verdict:
-    """按策略决定这条命令能不能执行。`policy=None` 时读环境变量 `HARNESS_APPROVAL`。
-
-    `ask(command) -> str | None` 代替真人回答；不给时用 `ask_stdin`。
-    """
-    if policy is None:
-        try:
-            name = policy_from_env()
-        except ValueError as exc:  # 写错了：不当成放行
-            return Verdict(False, f"{exc}为安全起见，不执行这条命令", "策略")
-    else:
-        name = _policy_name(policy)
-    if name == "allow":
+def _judge(call: _Call, policy, *, ask, source: str, memory: _Memory | None) -> Verdict:
+    """按策略决定一次调用能不能执行。`policy` 是策略名，或者环境变量写错时的拒绝结论。"""
+    if isinstance(policy, Verdict):
+        return policy
+    if policy == "allow":
         return Verdict(True, "策略 allow：一律放行", "策略")
-    if name == "deny":
-        return Verdict(False, "策略 deny：不执行任何命令", "策略")
-    if name == "auto" and not requires_approval():
-        return Verdict(True, "当前是假模型或本项目的本地端点，不需要审批", "无需审批")
-    if command in always_allowed():
-        return Verdict(True, "本次会话已经选择总是允许这条命令", "会话记忆")
-    if name == "allowlist":
-        return check_allowlist(command)
-    return _ask_person(command, ask)  # auto（需要审批的端点）与 ask
+    if policy == "deny":
+        return Verdict(False, "策略 deny：不执行任何会运行程序或改动文件的调用", "策略")
+    if memory is not None and call.key in memory:
+        return Verdict(True, "这张分发表记住了：同样的调用以后都允许", "记忆")
+    if policy == "allowlist":
+        return call.read_only
+    if ask is None:
+        def ask(text):
+            return ask_stdin(text, source=source, hint=call.read_only)
+    return _ask_person(call, ask, memory)  # auto（不可信的客户端）与 ask
 
 
-def check(command: str, *, policy=None, ask=None) -> Verdict:
-    """`run_bash` 的安全网：当前端点需要审批时才按策略决定，否则直接放行。
+def decide(command, *, policy=None, ask=None) -> Verdict:
+    """按策略决定一条 bash 命令能不能执行；不看任何客户端，提出它的一方按不可信处理。
 
-    `gate` 刚刚批准、正在执行的同一条命令也直接放行，不问第二遍。
+    `policy=None` 时读环境变量 `HARNESS_APPROVAL`（写错时拒绝）。`ask(command) -> str | None`
+    代替真人回答；不给时用 `ask_stdin`。单独调用时没有记忆：答 `a` 也只批准这一次。
     """
-    if _approved.get() == command:
-        return Verdict(True, "处理函数之前已经审批过", "gate")
-    if not requires_approval():
-        return Verdict(True, "当前是假模型或本项目的本地端点，不需要审批", "无需审批")
-    return decide(command, policy=policy, ask=ask)
+    call = _call("bash", {"command": command})
+    return _judge(call, _resolve(policy), ask=ask, source=_source(None), memory=None)
 
 
-def gate(handlers, policy=None, *, ask=None, tools=("bash",)):
-    """返回新的分发表：`tools` 里的工具（默认只有 bash）先审批，再交给原来的处理函数。
+# ---------------------------------------------------------------------------
+# 包住分发表
+# ---------------------------------------------------------------------------
 
-    `policy` 为 None 时每次都读环境变量 `HARNESS_APPROVAL`。被拒绝时抛出 `ToolDenied`，
-    `execute_tool_call` 会把它写成“错误（执行授权失败）：理由”交给模型。
-    参数本身不合格（没有 command、不是字符串）时不审批，交给原处理函数去报“调用解析失败”。
+
+class Guarded(Mapping):
+    """`guard` 返回的分发表：会运行程序或改动文件的工具先审批，只读工具（read_file、glob）原样保留。
+
+    用法和普通的 dict 一样（`name in table`、`table[name]`），但不能修改：后加进来的处理函数
+    会绕过审批，所以想加工具时，在原来的分发表里加好，再调用一次 `guard`。
+    `client` 是提出调用的客户端，`policy` 是策略名（环境变量写错时是 None，一律拒绝）；
+    `always_allowed()` 列出这张表记住的“以后都允许”的调用，`forget()` 清空它们。
     """
-    from harness_lib.lesson.loop import ToolDenied  # 放在函数里：loop 导入 bash，bash 又导入本模块
 
-    if policy is not None:
-        policy = _policy_name(policy)
+    def __init__(self, handlers, client, policy, ask=None):
+        self.client = client
+        self.policy = None if isinstance(policy, Verdict) else policy
+        self._policy = policy
+        self._ask = ask
+        self._source = _source(client)
+        self._memory = _Memory()
+        self._handlers = {name: handler if name in READ_ONLY_TOOLS else self._wrap(name, handler)
+                          for name, handler in handlers.items()}
 
-    def wrap(handler):
-        def gated(args):
-            command = args.get("command") if isinstance(args, dict) else None
-            if not isinstance(command, str):
-                return handler(args)
-            verdict = decide(command, policy=policy, ask=ask)
+    def _wrap(self, tool, handler):
+        """包一层：先审批，批准了才调用原来的处理函数；拒绝时直接返回拒绝的文字。"""
+        def guarded(args):
+            call = _call(tool, args)
+            verdict = _judge(call, self._policy, ask=self._ask, source=self._source, memory=self._memory)
             if not verdict.allowed:
-                raise ToolDenied(verdict.reason)
-            token = _approved.set(command)  # 告诉安全网：这条命令刚刚审批过
-            try:
-                return handler(args)
-            finally:
-                _approved.reset(token)
+                return verdict.message  # 原处理函数没有被调用：不启动进程，不碰文件
+            return handler(args)
 
-        gated.__wrapped__ = handler
-        return gated
+        guarded.__wrapped__ = handler
+        return guarded
 
-    return {name: wrap(handler) if name in tools else handler for name, handler in handlers.items()}
+    def __getitem__(self, name):
+        return self._handlers[name]
+
+    def __iter__(self):
+        return iter(self._handlers)
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    def always_allowed(self) -> frozenset:
+        """这张表记住的“以后都允许”的调用（给人看的说明）。"""
+        return self._memory.texts()
+
+    def forget(self) -> None:
+        """清空这张表的“以后都允许”。"""
+        self._memory.clear()
+
+    def __repr__(self) -> str:
+        tools = "、".join(name if name in READ_ONLY_TOOLS else f"{name}（先审批）" for name in self._handlers)
+        policy = self.policy or "环境变量写错，一律拒绝"
+        return f"Guarded({tools}；策略：{policy}；客户端：{self._source})"
+
+
+def guard(handlers, client, policy=None, *, ask=None):
+    """按提出调用的客户端给分发表加上审批。
+
+    客户端可信（`trusted(client)`）并且策略是 `auto` 时，原样返回 `handlers`（同一个对象）；
+    否则返回 `Guarded`：bash、write_file、edit_file 和名字不认识的工具先审批，read_file、glob 原样保留。
+    `policy` 为 None 时在这一刻读环境变量 `HARNESS_APPROVAL`；代码里明确写错的 `policy` 抛 ValueError。
+    `ask(说明) -> str | None` 代替真人回答（返回 None 表示没人可问）；不给时用 `ask_stdin`。
+    """
+    resolved = _resolve(policy)
+    if resolved == "auto" and trusted(client):
+        return handlers
+    return Guarded(handlers, client, resolved, ask)
+
+
+def gate(handlers, policy=None, *, ask=None):
+    """不看客户端的审批：等于 `guard(handlers, None, policy, ask=ask)`，提出调用的一方一律按不可信处理。"""
+    return guard(handlers, None, policy, ask=ask)

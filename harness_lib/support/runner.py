@@ -42,11 +42,6 @@ import threading
 import time
 from pathlib import Path
 
-if __package__:  # 作为 harness_lib 的一部分导入：接上审批的安全网（见 approval.py）
-    from .approval import check as _approval_check
-else:  # tests/test_bash.py 按文件路径单独加载本模块：没有包，也就没有审批这一步
-    _approval_check = None
-
 BASH_TOOL = {
     "type": "function",
     "function": {
@@ -262,15 +257,10 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
     - 超时："[超时：命令运行超过 N 秒，已终止整个进程树]"
     - 后台进程占着管道："[提示：……]"
     - 退出码非零："[退出码 N]"；被信号结束："[被信号 N 终止]"
-    当前端点需要审批而这条命令没有通过时，不启动进程，只返回 "错误（执行授权失败）：原因"。
     输出过长时，中间换成 "…[中间省略 N 个字节]…"，整个结果不超过 `max_chars` 个字符。
     """
     if not isinstance(command, str):
         return f"[错误：command 应该是字符串，收到的是 {type(command).__name__}]"
-    if _approval_check is not None:  # 安全网：只在当前端点需要审批时生效（见 approval.py）
-        verdict = _approval_check(command)
-        if not verdict.allowed:
-            return verdict.message  # 不启动任何进程
     env = {**{k: v for k, v in os.environ.items() if k.upper() not in _HIDDEN_ENV}, **_QUIET_ENV}
     common = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.STDOUT, cwd=cwd, env=env)
