@@ -4,7 +4,7 @@
 """
 
 from .support.runner import BASH_TOOL, run_bash
-from .support.fake import FakeClient, check_request, text_reply, tool_call, tool_reply
+from .support.fake import CutStreamClient, FakeClient, check_request, text_reply, tool_call, tool_reply
 from .support.view import MessagesView, messages_frame, show_messages
 from .support.switch import ModelSwitch, model_switch
 from .support.clients import client_from_env
@@ -22,8 +22,8 @@ from .lesson.loop import (
     parse_arguments,
 )
 from .lesson.tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
-from .support.errors import EndpointError, call_model, collect_stream, from_sdk
-from .support.streaming import CutStreamClient, accumulate, live_preview, stream_turn
+from .support.errors import EndpointError, call_model, from_sdk
+from .support.streaming import accumulate, collect_stream, live_preview, stream_turn
 from .lesson.stream import agent_loop_stream
 from .support.probe import probe
 from .support.record import Recorder, ReplayClient, ReplayMismatchError

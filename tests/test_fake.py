@@ -12,7 +12,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 
 from harness_lib.support.fake import (
     FakeClient,
-    FakeStream,
+
     ScriptExhaustedError,
     check_request,
     text_reply,
@@ -452,7 +452,7 @@ def test_stream_tool_call_deltas_reassemble_to_the_same_call():
     messages = [USER]
     plain = ask(FakeClient(), messages)
     stream = ask(FakeClient(), messages, stream=True, stream_options={"include_usage": True})
-    assert isinstance(stream, FakeStream)
+    assert isinstance(stream, openai.Stream)  # SDK 自己解析的 SSE 流
     chunks = list(stream)
     assert all(isinstance(c, ChatCompletionChunk) for c in chunks)
     assert {c.id for c in chunks} == {plain.id}

@@ -12,7 +12,8 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
-from harness_lib.support.errors import EndpointError, call_model, collect_stream
+from harness_lib.support.errors import EndpointError, call_model
+from harness_lib.support.streaming import collect_stream
 from harness_lib.support.fake import api_error
 from harness_lib.support.faults import FAULTS, closed_port_url, free_port, start_fault_server
 from harness_lib.lesson.loop import TOOLS

@@ -55,9 +55,24 @@ def test_parallel_check_passes_on_the_fake_model():
 
 
 def test_requests_are_bounded():
-    fake = FakeClient()
+    timeouts = []
+
+    class Timed(FakeClient):
+        """记下每个 HTTP 请求上 SDK 设的读超时（超时是传输层的设置，不在请求体里）。"""
+
+        def _make_handler(self):
+            inner = super()._make_handler()
+
+            def handler(request):
+                timeouts.append(request.extensions["timeout"]["read"])
+                return inner(request)
+
+            handler.responder = self
+            return handler
+
+    fake = Timed()
     probe(fake, MODEL, timeout=7, max_tokens=300)
-    assert fake.last_request["timeout"] == 7
+    assert timeouts and set(timeouts) == {7}
     assert fake.last_request["max_tokens"] == 300
 
 

@@ -19,7 +19,8 @@ from harness_lib.support.record import (
     replay,
 )
 from harness_lib.lesson.stream import agent_loop_stream
-from harness_lib.support.streaming import CutStreamClient, stream_turn
+from harness_lib.support.fake import CutStreamClient
+from harness_lib.support.streaming import stream_turn
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-record-SENTINEL-7d1e20b4"
@@ -122,7 +123,9 @@ def test_sdk_message_objects_in_the_request_are_recorded_as_dicts(workspace, tmp
     recorder.chat.completions.create(model=MODEL, messages=iter(messages), tools=[BASH_TOOL])
     path = recorder.save(tmp_path / "objects.jsonl")
     second = load_calls(path)[1]["request"]["messages"]
-    assert second[1] == message.model_dump(mode="json", exclude_none=True)
+    # 录像里是 SDK 真正发出去的样子：解析时出现过的字段都在，包括值为 null 的 content
+    assert second[1] == message.model_dump(mode="json", exclude_unset=True)
+    assert {k: v for k, v in second[1].items() if v is not None} == message.model_dump(mode="json", exclude_none=True)
     # 回放时用 dict 或 SDK 对象都对得上
     client = ReplayClient(path)
     client.chat.completions.create(model=MODEL, messages=messages[:1], tools=[BASH_TOOL])
@@ -130,10 +133,7 @@ def test_sdk_message_objects_in_the_request_are_recorded_as_dicts(workspace, tmp
 
 
 def test_a_key_typed_into_the_conversation_is_scrubbed(tmp_path):
-    class Keyed(FakeClient):
-        api_key = SENTINEL
-
-    recorder = Recorder(Keyed(), secrets=["another-secret-123"])
+    recorder = Recorder(FakeClient(api_key=SENTINEL), secrets=["another-secret-123"])
     recorder.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": f"我的密钥是 {SENTINEL}，还有 another-secret-123"}])
     text = recorder.save(tmp_path / "k.jsonl").read_text(encoding="utf-8")

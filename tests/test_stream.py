@@ -25,8 +25,8 @@ from harness_lib.support.runner import BASH_TOOL, demo_workspace
 from harness_lib.support.errors import EndpointError
 from harness_lib.lesson.loop import SYSTEM
 from harness_lib.lesson.stream import agent_loop_stream
+from harness_lib.support.fake import CutStreamClient
 from harness_lib.support.streaming import (
-    CutStreamClient,
     accumulate,
     live_preview,
     stream_turn,

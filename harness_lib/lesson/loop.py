@@ -88,6 +88,7 @@ import time
 
 from harness_lib.support.errors import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、execute_tool_call；它们就定义在本模块上文）
+from harness_lib.support.approval import guard  # 按提出调用的客户端决定要不要先问人（10 细讲）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
@@ -101,6 +102,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
     """
     started = time.monotonic()
     tokens = 0
+    handlers = guard(handlers, client)  # 执行授权：不是离线假模型提出的调用，先经人批准
     for _ in range(max_turns):
         if max_seconds is not None and time.monotonic() - started > max_seconds:
             return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"

@@ -11,8 +11,6 @@ SDK 抛出的原始异常保存在 `original`（也是 `__cause__`），需要�
 - `from_sdk(exc, key=None)`：按表把 openai SDK 的异常归类，变成 `EndpointError`；
 - `call_model(client, **kwargs)`：调用 `client.chat.completions.create(**kwargs)`，端点出错时抛出
   `EndpointError`；回复里没有 choices 也算出错。`agent_loop` 用它调模型；
-- `collect_stream(stream)`：把流式回复拼回一条消息；流没有发出 `finish_reason` 就结束时抛出
-  `EndpointError("stream_cut", ...)`；
 - `RETRY_POLICY`：真实端点的客户端用的重试次数和超时；
 - `SwitchConfigError`：模型设置写错了（切换器和 `client_from_env` 抛出它）。
 """
@@ -35,7 +33,6 @@ __all__ = [
     "SwitchConfigError",
     "call_model",
     "classify",
-    "collect_stream",
     "explain_error",
     "from_sdk",
 ]
@@ -263,7 +260,7 @@ def call_model(client, **kwargs):
     """调用 `client.chat.completions.create(**kwargs)`，返回完整的回复。
 
     端点出错时抛出 `EndpointError`（原异常在 `original` 里）；回复不是 JSON、或者没有任何 choices，
-    也抛出 `EndpointError`。`stream=True` 时原样返回流，用 `collect_stream` 读完并检查。只有 HTTP 400 原样抛出 `openai.BadRequestError`：那说明是我们自己
+    也抛出 `EndpointError`。`stream=True` 时原样返回流，用 `streaming.collect_stream` 读完并检查。只有 HTTP 400 原样抛出 `openai.BadRequestError`：那说明是我们自己
     发出的请求不合格（比如对话记录不成对），要改的是代码，不是端点，03、04 教过怎样读它。
     """
     key = getattr(client, "api_key", None)
@@ -292,23 +289,3 @@ def _dump(response):
         return json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False)
     except Exception:
         return repr(response)
-
-
-def collect_stream(stream):
-    """把流式回复的各块拼回一条消息，返回 `(message_dict, finish_reason)`。
-
-    `message_dict` 的样子和 `message.model_dump(exclude_none=True)` 相同，可以直接追加进 messages。
-    流结束了却没有收到任何 `finish_reason`（连接中途断开、代理截断），SDK 不会报错，
-    这里抛出 `EndpointError("stream_cut", ...)`：半截回复不能当成完整的一轮。
-    """
-    import httpx2
-
-    from .streaming import accumulate  # 拼块的逻辑只有一份，在 stream.py 里（08_streaming 讲它）
-
-    try:
-        result = accumulate(stream)
-    except (openai.APIError, httpx2.TransportError) as exc:
-        raise EndpointError("stream_cut", "流式回复在中途断开了：已经收到的只是半条消息，不能放进 messages。"
-                            f"连接报错：{type(exc).__name__}。检查网络或代理后重新运行这一格即可。",
-                            original=exc) from exc
-    return result["message"], result["finish_reason"]

@@ -7,38 +7,55 @@
 
 * ``FakeClient()``：默认策略。只看请求本身（无状态）决定回复，
   认得原文的例子“列出当前目录中的 Python 文件”和几类简单请求。
-  本地端点 ``harness_lib.server`` 用的也是它。
 * ``FakeClient(script=[...])``：脚本模式。每次 ``create()`` 按顺序取出一条
   事先写好的回复，用 ``text_reply``、``tool_call``、``tool_reply`` 来写。
   需要精确控制模型输出的单元格（比如坏掉的 JSON 参数）用这种模式。
 
-无论哪种模式，每次请求都先经过 ``check_request``：像真实服务商一样检查
-``messages`` 的结构，不合规就抛出 ``openai.BadRequestError``（状态码 400）。
-返回值是真正的 ``openai.types.chat.ChatCompletion`` /
-``ChatCompletionChunk`` 对象，所以循环代码不用为假模型改一个字。
+``FakeClient`` 就是一个真正的 ``openai.OpenAI``，只是它的线路（HTTP 传输层）在本进程里：
+请求照常由 SDK 编成 HTTP 请求，交给 ``FakeHandler``；``FakeHandler`` 让 ``FakeModel`` 决定回复，
+写成 JSON 或 SSE 响应；SDK 再照常解析，构造 ``ChatCompletion``、流式块和异常。
+本地端点 ``harness_lib.support.endpoint`` 在本机端口上提供的是同一个 ``FakeHandler``。
+
+无论哪种模式，每次请求都先像真实服务商一样检查 ``messages`` 的结构，
+不合规就回 HTTP 400，SDK 抛出 ``openai.BadRequestError``。
 """
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
 import os
 import re
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import httpx2
 import openai
-from openai.pagination import SyncPage
-from openai.types import Model
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from .runner import list_py_command
+from .wire import (
+    OfflineClient,
+    OfflineHTTP,
+    Rejected,
+    api_error,
+    error_body,
+    error_response,
+    json_response,
+    offline_http,
+    route,
+    sse_response,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
+    "CutStreamClient",
     "FakeClient",
-    "FakeStream",
+    "FakeHandler",
+    "FakeModel",
     "ScriptExhaustedError",
     "api_error",
     "check_request",
+    "is_fake_model_name",
     "text_reply",
     "tool_call",
     "tool_reply",
@@ -48,54 +65,14 @@ DEFAULT_MODEL = "fake-agent-1"
 # 固定的创建时间（2026-01-01 00:00:00 UTC），让输出每次都一样。
 CREATED = 1767225600
 OWNED_BY = "harness_lib"
-FAKE_URL = "https://fake.local/v1/chat/completions"
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STREAM_PIECE = 6  # 流式输出时每一块的字符数
 
 
-# ---------------------------------------------------------------------------
-# 错误：和 openai SDK 收到 4xx 响应时构造的异常一模一样
-# ---------------------------------------------------------------------------
-
-_STATUS_ERRORS = {
-    400: openai.BadRequestError,
-    401: openai.AuthenticationError,
-    403: openai.PermissionDeniedError,
-    404: openai.NotFoundError,
-    409: openai.ConflictError,
-    422: openai.UnprocessableEntityError,
-    429: openai.RateLimitError,
-}
-
-
-def api_error(
-    status: int,
-    message: str,
-    *,
-    type: str = "invalid_request_error",
-    param: str | None = None,
-    code: str | None = None,
-    url: str = FAKE_URL,
-) -> openai.APIStatusError:
-    """构造一个和 SDK 收到错误响应时相同的异常（不抛出，只返回）。
-
-    响应体是 ``{"error": {"message", "type", "param", "code"}}``；
-    异常的 ``body`` 是里面的 ``error`` 字典，``str(err)`` 是
-    ``"Error code: 400 - <message>"``，都与 openai SDK 的做法一致。
-    """
-    error = {"message": message, "type": type, "param": param, "code": code}
-    body = {"error": error}
-    response = httpx2.Response(status, request=httpx2.Request("POST", url), json=body)
-    cls = _STATUS_ERRORS.get(status)
-    if cls is None:
-        cls = openai.InternalServerError if status >= 500 else openai.APIStatusError
-    return cls(f"Error code: {status} - {message}", response=response, body=error)
-
-
-def _bad(message: str, param: str | None = None, code: str | None = None) -> openai.BadRequestError:
-    return api_error(400, message, param=param, code=code)  # type: ignore[return-value]
+def _bad(message: str, param: str | None = None, code: str | None = None) -> Rejected:
+    return Rejected(400, message, param=param, code=code)
 
 
 _JSON_TYPES = {dict: "object", list: "array", tuple: "array", str: "string",
@@ -106,11 +83,11 @@ def _json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _missing(param: str) -> openai.BadRequestError:
+def _missing(param: str) -> Rejected:
     return _bad(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
 
 
-def _wrong_type(param: str, expected: str, value: Any) -> openai.BadRequestError:
+def _wrong_type(param: str, expected: str, value: Any) -> Rejected:
     return _bad(
         f"Invalid type for '{param}': expected {expected}, but got {_json_type(value)} instead.",
         param,
@@ -118,7 +95,7 @@ def _wrong_type(param: str, expected: str, value: Any) -> openai.BadRequestError
     )
 
 
-def _empty_array(param: str) -> openai.BadRequestError:
+def _empty_array(param: str) -> Rejected:
     return _bad(
         f"Invalid '{param}': empty array. Expected an array with minimum length 1, "
         "but got an empty array instead.",
@@ -235,8 +212,8 @@ def _check_tools(tools: Any, tool_choice: Any) -> list[dict]:
     return tools
 
 
-def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
-    """像真实服务商一样检查一次请求的结构，返回规整成字典的 ``messages``。
+def _validate(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
+    """像真实服务商一样检查一次请求的结构，返回规整成字典的 ``messages``；不合规抛出 `Rejected`。
 
     ``messages`` 里可以是字典，也可以是 SDK 的 pydantic 对象（比如
     ``ChatCompletionMessage``），后者按 ``model_dump(exclude_none=True)`` 转换。
@@ -250,7 +227,7 @@ def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) 
     * 每个工具调用都有 ``id``、``type="function"``、``function.name``，
       ``function.arguments`` 是字符串。
 
-    不合规时抛出 ``openai.BadRequestError``（状态码 400），措辞仿照 OpenAI。
+    措辞仿照 OpenAI。
     """
     if messages is None:
         raise _missing("messages")
@@ -327,7 +304,20 @@ def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) 
     return msgs
 
 
-def _unanswered(ids: list[str], index: int) -> openai.BadRequestError:
+def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
+    """像服务商一样检查一次请求的结构，返回规整成字典的 ``messages``。
+
+    不合规时抛出 ``openai.BadRequestError``（状态码 400）：这个异常由 SDK 自己从一次 400 响应里构造，
+    和真实服务商拒绝请求时一模一样。规则见 `_validate`。
+    """
+    try:
+        return _validate(messages, tools, tool_choice=tool_choice)
+    except Rejected as rejected:
+        raise api_error(rejected.status, str(rejected), param=rejected.error["param"],
+                        code=rejected.error["code"]) from None
+
+
+def _unanswered(ids: list[str], index: int) -> Rejected:
     return _bad(
         "An assistant message with 'tool_calls' must be followed by tool messages "
         "responding to each 'tool_call_id'. The following tool_call_ids did not have "
@@ -369,8 +359,12 @@ def tool_reply(*calls: dict, content: str | None = None) -> dict:
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
-class ScriptExhaustedError(RuntimeError):
-    """脚本里的回复用完了，却还有人调用 ``create()``。"""
+class ScriptExhaustedError(openai.OpenAIError, RuntimeError):
+    """脚本里的回复用完了，却还有人调用 ``create()``。
+
+    它是 `openai.OpenAIError` 的子类：SDK 对这类异常原样放行，不重试、也不改包成连接错误，
+    所以调用 ``create()`` 的人收到的就是它。
+    """
 
 
 def _script_item(item: Any) -> Any:
@@ -393,26 +387,10 @@ def _script_item(item: Any) -> Any:
 # 默认策略：只看请求本身决定回复
 # ---------------------------------------------------------------------------
 
-_LIST_PY_FN: Any = None
-
-
-def _list_py_command() -> str:
-    """列出 Python 文件的命令；优先用 ``harness_lib.bash.list_py_command``。"""
-    global _LIST_PY_FN
-    if _LIST_PY_FN is None:
-        try:
-            from .runner import list_py_command as fn
-        except Exception:  # bash.py 还不可用时退回同样的规则
-            def fn() -> str:
-                return "dir /b *.py" if os.name == "nt" else "ls *.py"
-        _LIST_PY_FN = fn
-    return _LIST_PY_FN()
-
-
 def _commands() -> dict[str, str]:
     windows = os.name == "nt"
     return {
-        "list_py": _list_py_command(),
+        "list_py": list_py_command(),
         "count_lines": 'find /c /v "" *.py' if windows else "wc -l *.py",
         "list_files": "dir /b" if windows else "ls",
         "pwd": "cd" if windows else "pwd",
@@ -773,103 +751,22 @@ def _chunk_dicts(cid: str, model: str, reply: dict, finish: str, usage: dict | N
     return chunks
 
 
+
+
 # ---------------------------------------------------------------------------
-# 客户端：和 openai.OpenAI 用法相同的那一小部分
+# 假模型本身：请求体（字典）进，响应体（字典）出
 # ---------------------------------------------------------------------------
 
 
-class FakeStream:
-    """``stream=True`` 时的返回值：逐个产出真正的 ``ChatCompletionChunk``。"""
+class FakeModel:
+    """假模型的“大脑”：只和 JSON 字典打交道，不知道 HTTP 和 SDK。
 
-    def __init__(self, chunks: list[dict]):
-        self._chunks = chunks
-        self._iterator = (ChatCompletionChunk.model_validate(c) for c in chunks)
-
-    def __iter__(self) -> Iterator[ChatCompletionChunk]:
-        return self
-
-    def __next__(self) -> ChatCompletionChunk:
-        return next(self._iterator)
-
-    def close(self) -> None:
-        self._iterator.close()
-
-    def __enter__(self) -> "FakeStream":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<FakeStream {len(self._chunks)} 块>"
-
-
-class _Completions:
-    def __init__(self, client: "FakeClient"):
-        self._client = client
-
-    def create(
-        self,
-        *,
-        messages: Iterable[Any],
-        model: str,
-        tools: Any = None,
-        tool_choice: Any = None,
-        max_tokens: int | None = None,
-        stream: bool | None = None,
-        stream_options: dict | None = None,
-        **other: Any,
-    ) -> ChatCompletion | FakeStream:
-        """同 ``client.chat.completions.create``：返回 ``ChatCompletion``，流式时返回 ``FakeStream``。
-
-        其余关键字参数（``temperature``、``timeout`` 等）接受但不起作用。
-        """
-        request = {"model": model, "messages": messages, "tools": tools,
-                   "tool_choice": tool_choice, "stream": stream,
-                   "stream_options": stream_options, "max_tokens": max_tokens, **other}
-        result = self._client.respond(request)
-        if isinstance(result, list):
-            return FakeStream(result)
-        return ChatCompletion.model_validate(result)
-
-
-class _Chat:
-    def __init__(self, client: "FakeClient"):
-        self.completions = _Completions(client)
-
-
-class _Models:
-    def __init__(self, client: "FakeClient"):
-        self._client = client
-
-    def _info(self, model_id: str) -> dict:
-        return {"id": model_id, "object": "model", "created": CREATED, "owned_by": OWNED_BY}
-
-    def list(self, **_: Any) -> SyncPage[Model]:
-        """同 ``client.models.list()``：只有一个模型，``.data[0].id`` 就是它的名字。"""
-        return SyncPage[Model].model_validate({"object": "list", "data": [self._info(self._client.model)]})
-
-    def retrieve(self, model: str, **_: Any) -> Model:
-        if model != self._client.model:
-            raise api_error(404, f"The model `{model}` does not exist or you do not have access to it.",
-                            code="model_not_found")
-        return Model.model_validate(self._info(model))
-
-
-class FakeClient:
-    """离线假模型，用法和 ``openai.OpenAI`` 相同：``client.chat.completions.create(...)``。
-
-    * ``FakeClient()``：默认策略，只根据请求内容决定回复；
-    * ``FakeClient(script=[...])``：按顺序返回脚本里的回复，用完后抛出
-      ``ScriptExhaustedError``。
-
-    ``last_request`` 保存最近一次请求（``messages`` 已规整成字典），方便查看。
+    ``script`` 为 None 时用默认策略；否则按顺序取脚本里的回复，用完后抛出 ``ScriptExhaustedError``。
+    ``last_request`` 保存最近一次请求（``messages`` 已规整成字典）。
     """
 
     def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL):
         self.model = model
-        self.chat = _Chat(self)
-        self.models = _Models(self)
         self._script = None if script is None else [_script_item(item) for item in script]
         self._position = 0
         self._ids = itertools.count(1)
@@ -884,19 +781,19 @@ class FakeClient:
 
     def __repr__(self) -> str:
         if self._script is None:
-            return f"FakeClient(model={self.model!r}, 默认策略)"
-        return f"FakeClient(model={self.model!r}, 脚本 {len(self._script)} 条，剩 {self.script_remaining} 条)"
+            return f"FakeModel(model={self.model!r}, 默认策略)"
+        return f"FakeModel(model={self.model!r}, 脚本 {len(self._script)} 条，剩 {self.script_remaining} 条)"
 
     def respond(self, request: dict) -> dict | list[dict]:
         """处理一次请求体（和 HTTP 请求的 JSON 相同），返回响应字典。
 
-        ``stream`` 为真时返回流式块字典的列表。本地端点直接用这些字典作 JSON。
+        ``stream`` 为真时返回流式块字典的列表。不合规时抛出 `Rejected`（由处理函数写成 HTTP 错误响应）。
         """
         # openai.NOT_GIVEN / openai.omit 和没传一样
         request = {k: v for k, v in request.items() if _is_given(v)}
         tools = request.get("tools")
         tool_choice = request.get("tool_choice")
-        msgs = check_request(request.get("messages"), tools, tool_choice=tool_choice)
+        msgs = _validate(request.get("messages"), tools, tool_choice=tool_choice)
         tools = [_as_dict(t) for t in tools] if tools is not None else []
         model = request.get("model")
         self.last_request = {**request, "messages": msgs, "tools": tools or None}
@@ -953,3 +850,219 @@ class FakeClient:
         if isinstance(item, BaseException):
             raise item
         return item
+
+
+# ---------------------------------------------------------------------------
+# HTTP 这一层：同一个处理函数，离线客户端和本地端点都用它
+# ---------------------------------------------------------------------------
+
+
+def is_fake_model_name(name: Any) -> bool:
+    """本地端点认得的模型名：``fake-agent-1``，以及任何以 ``fake`` 开头的名字。"""
+    return isinstance(name, str) and name.startswith("fake")
+
+
+class FakeHandler:
+    """把 HTTP 请求交给假模型，把结果写成 HTTP 响应：``handler(request) -> response``。
+
+    ``responder`` 是有 ``respond(body)`` 方法的对象（``FakeModel`` 或 ``FakeClient``）。
+    ``api_key`` 不为空时，请求必须带 ``Authorization: Bearer <api_key>``；
+    ``check_model=True`` 时只认 ``fake`` 开头的模型名（本地端点这样做，离线客户端不查）。
+    """
+
+    def __init__(self, responder: Any, *, api_key: str | None = None, check_model: bool = False):
+        self.responder = responder
+        self.api_key = api_key
+        self.check_model = check_model
+        self._request_ids = itertools.count(1)
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        response = self._answer(request)
+        response.headers["x-request-id"] = f"req_fake_{next(self._request_ids):06d}"
+        return response
+
+    def _authorized(self, request: httpx2.Request) -> httpx2.Response | None:
+        """密钥不对时返回 401 响应；对了返回 None。错误信息里绝不回显收到的密钥。"""
+        if self.api_key is None:
+            return None
+        header = request.headers.get("authorization") or ""
+        given = header[7:].strip() if header.startswith("Bearer ") else ""
+        if not given:
+            return Rejected(401, "You didn't provide an API key. You need to provide your API key in an "
+                                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).").response()
+        if not _same_secret(given, self.api_key):
+            return Rejected(401, "Incorrect API key provided. Use the key this local server was started with "
+                                 "(--api-key).", code="invalid_api_key").response()
+        return None
+
+    def _model_name(self) -> str:
+        return getattr(self.responder, "model", None) or DEFAULT_MODEL
+
+    def _model_info(self, name: str) -> dict:
+        return {"id": name, "object": "model", "created": CREATED, "owned_by": OWNED_BY}
+
+    def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        refused = self._authorized(request)
+        if refused is not None:
+            return refused
+        path = route(request)
+        if request.method == "GET" and path == "/models":
+            return json_response(200, {"object": "list", "data": [self._model_info(self._model_name())]})
+        if request.method == "GET" and path.startswith("/models/"):
+            name = path[len("/models/"):]
+            if name == self._model_name() or (self.check_model and is_fake_model_name(name)):
+                return json_response(200, self._model_info(name))
+            return _unknown_model(name).response()
+        if request.method != "POST" or path != "/chat/completions":
+            return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
+        try:
+            body = json.loads(request.content)
+        except ValueError:
+            return Rejected(400, "We could not parse the JSON body of your request. The body must be a JSON "
+                                 "object sent with Content-Type: application/json.").response()
+        if not isinstance(body, dict):
+            return Rejected(400, "Invalid type for request body: expected an object.", code="invalid_type").response()
+        if body.get("model") is None:
+            return Rejected(400, "you must provide a model parameter").response()
+        if self.check_model and not is_fake_model_name(body["model"]):
+            return _unknown_model(body["model"]).response()
+        try:
+            result = self.responder.respond(body)
+        except Rejected as rejected:
+            return rejected.response()
+        except openai.APIStatusError as exc:  # 脚本里放的 api_error(...)：照原样回这个状态码
+            return error_response(exc)
+        except openai.APITimeoutError:  # 脚本里放的超时：让传输层超时，由 SDK 自己报告
+            raise httpx2.ReadTimeout("脚本安排的超时", request=request) from None
+        except openai.APIConnectionError:
+            raise httpx2.ConnectError("脚本安排的连接失败", request=request) from None
+        except ScriptExhaustedError:
+            raise
+        except Exception as exc:  # 假模型自身的缺陷：照样回一个 JSON 错误，不让连接挂住
+            return Rejected(500, f"The fake model failed: {type(exc).__name__}: {exc}",
+                            type="server_error").response()
+        if isinstance(result, list):
+            return sse_response(result)
+        return json_response(200, result)
+
+
+def _same_secret(given: str, expected: str) -> bool:
+    """逐字节比较，耗时与内容无关。"""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _unknown_model(name: Any) -> Rejected:
+    return Rejected(404, f"The model `{name}` does not exist or you do not have access to it.",
+                    code="model_not_found")
+
+
+# ---------------------------------------------------------------------------
+# 客户端：真正的 openai.OpenAI，线路在本进程里
+# ---------------------------------------------------------------------------
+
+
+class FakeClient(OfflineClient):
+    """离线假模型：一个真正的 ``openai.OpenAI``，请求不出本进程，由 ``FakeModel`` 作答。
+
+    * ``FakeClient()``：默认策略，只根据请求内容决定回复；
+    * ``FakeClient(script=[...])``：按顺序返回脚本里的回复，用完后抛出 ``ScriptExhaustedError``。
+
+    ``last_request`` 保存最近一次请求（``messages`` 已规整成字典），方便查看。
+    SDK 默认的自动重试在这里关掉（``max_retries=0``）：脚本里的每一项正好对应一次请求。
+    ``with_options(...)`` 得到的副本和原来的客户端共用同一个假模型。
+    """
+
+    def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL, **options: Any):
+        self._model = FakeModel(script, model=model)
+        handler = None if isinstance(options.get("http_client"), OfflineHTTP) else self._make_handler()
+        super().__init__(handler, **options)
+
+    def _make_handler(self):
+        return FakeHandler(self)
+
+    @property
+    def fake_model(self) -> FakeModel:
+        """作答的假模型；SDK 复制出来的副本指向原来那个客户端的假模型。"""
+        responder = getattr(self.handler, "responder", self)
+        return self._model if responder is self else responder.fake_model
+
+    def respond(self, request: dict) -> dict | list[dict]:
+        """处理一次请求体（字典），返回响应体；见 ``FakeModel.respond``。子类可以改写它来模拟别的服务。"""
+        return self.fake_model.respond(request)
+
+    @property
+    def model(self) -> str:
+        """假模型回报的模型名。"""
+        return self.fake_model.model
+
+    @property
+    def last_request(self) -> dict | None:
+        """最近一次请求体（``messages`` 已规整成字典）。"""
+        return self.fake_model.last_request
+
+    @property
+    def script_remaining(self) -> int | None:
+        """脚本里还剩几条回复；默认策略下是 ``None``。"""
+        return self.fake_model.script_remaining
+
+    def __repr__(self) -> str:
+        fake = self.fake_model
+        if fake._script is None:
+            return f"{type(self).__name__}(model={fake.model!r}, 默认策略)"
+        return (f"{type(self).__name__}(model={fake.model!r}, 脚本 {len(fake._script)} 条，"
+                f"剩 {fake.script_remaining} 条)")
+
+
+class _CutStreams:
+    """处理函数的包装：第 `cut_on` 次（不写就是每一次）流式请求只放出前 `after` 块，然后悄悄结束。"""
+
+    def __init__(self, inner, after: int, cut_on: set[int] | None):
+        self.inner = inner
+        self.responder = inner.responder
+        self.after = after
+        self.cut_on = cut_on
+        self.calls = 0
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.calls += 1
+        response = self.inner(request)
+        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+        if not streaming or (self.cut_on is not None and self.calls not in self.cut_on):
+            return response
+        events = [e for e in response.read().split(b"\n\n") if e.strip() and e.strip() != b"data: [DONE]"]
+        chunks = [json.loads(e.decode("utf-8")[len("data: "):]) for e in events[:self.after]]
+        return sse_response(chunks, done=False, headers={"connection": "close"})
+
+
+class CutStreamClient(FakeClient):
+    """演示用：流式回复只放出前 `after` 块就结束（没有 `finish_reason`，也没有 `[DONE]`），模拟连接中途断开。
+
+    ``CutStreamClient(FakeClient(), after=4)`` 和给定的假模型共用同一个“大脑”；``cut_on`` 是要截断的
+    第几次调用（从 1 开始的集合），不写就截断每一次流式调用；非流式调用原样回答。
+    截断发生在 HTTP 这一层：SDK 读到的就是一个提前结束的 SSE 响应。
+    """
+
+    def __init__(self, client: FakeClient | None = None, after: int = 5, *,
+                 cut_on: Iterable[int] | None = None, **options: Any):
+        if not isinstance(options.get("http_client"), OfflineHTTP):
+            base = client if client is not None else FakeClient()
+            options["http_client"] = offline_http(
+                _CutStreams(FakeHandler(base), after, None if cut_on is None else set(cut_on)))
+        super().__init__(**options)
+
+    @property
+    def after(self) -> int:
+        return self.handler.after
+
+    @property
+    def cut_on(self) -> set[int] | None:
+        return self.handler.cut_on
+
+    @property
+    def calls(self) -> int:
+        """到目前为止收到的请求数。"""
+        return self.handler.calls
+
+    def __repr__(self) -> str:
+        which = "每一次" if self.cut_on is None else "第 " + "、".join(map(str, sorted(self.cut_on))) + " 次"
+        return f"CutStreamClient({self.handler.responder!r}，{which}流式调用只放出前 {self.after} 块)"

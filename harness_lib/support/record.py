@@ -1,34 +1,33 @@
-"""录制与回放：把一次运行里每次模型调用的请求和响应存成 JSONL，之后离线重放。
+"""录制与回放：把一次运行里每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放。
 
 辅助工具，不是课程内容；09_probe_and_replay（原文第三节 OpenAI-compatible 一段的延伸）讲怎么用。
+录制和回放都在 HTTP 这一层（见 `harness_lib.support.wire`）：
 
-- `Recorder(client)`：包住任何 `openai.OpenAI` 风格的客户端，每次 `chat.completions.create()`
-  （普通的和流式的）都记下来；`recorder.save(path)` 写成 JSONL，一次调用一行：
-  请求体（`messages`、`tools` 和其他参数）以及响应的原始 JSON，流式调用则是全部块的列表。
+- `Recorder(client)`：给任何 `openai.OpenAI` 客户端接上一段“录音线路”，`recorder.client` 是接好线的
+  客户端（真正的 SDK 客户端），`Recorder` 本身也能直接当客户端用；每次请求的 JSON 请求体、
+  响应的原始 JSON（流式时是每个 SSE 事件）都记下来。`recorder.save(path)` 写成 JSONL，一次调用一行。
   不记录请求头，也不记录密钥；万一密钥出现在对话内容里，写文件时也会被替换掉。
-- `ReplayClient(path)`：离线的假客户端，按录制的顺序给出同样的回复（真正的 SDK 对象）。
-  这次的请求和录像里的不一样时（比如 `messages` 走岔了），抛出中文说明的 `ReplayMismatchError`；
-  `ReplayClient(path, check=False)` 则不检查，只按顺序回放。
+- `ReplayClient(path)`：离线的回放客户端，也是真正的 `openai.OpenAI`：它的线路按录制的顺序
+  回出同样的响应，SDK 照常解析。这次的请求和录像里的不一样时（比如 `messages` 走岔了），
+  抛出中文说明的 `ReplayMismatchError`；`ReplayClient(path, check=False)` 则不检查，只按顺序回放。
 
 一行的样子：
 `{"call": 1, "request": {...}, "stream": false, "response": {...}}`，
-流式调用是 `{"call": 2, "request": {...}, "stream": true, "chunks": [...], "ended": true}`，
+流式调用是 `{"call": 2, "request": {...}, "stream": true, "chunks": [...], "done": true, "ended": true}`，
 失败的调用是 `{"call": 3, "request": {...}, "stream": false, "error": {...}}`。
-`ended` 表示调用者把流读到了头（SDK 不报错地读完，不代表回复完整：有没有 `finish_reason` 要看块本身）。
+`done` 表示服务发了 `[DONE]`；`ended` 表示流读到了头（读到头不代表回复完整：有没有 `finish_reason` 要看块本身）。
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from .fake import FAKE_URL, api_error
+from .wire import OfflineClient, OfflineHTTP, error_body, json_response, sse_response
 
 __all__ = [
     "Recorder",
@@ -39,141 +38,141 @@ __all__ = [
     "replay",
 ]
 
-# 不写进录像的参数：请求头（可能带密钥）、查询串、超时等传输层设置
-_SKIP_PARAMS = {"extra_headers", "extra_query", "timeout"}
 # 回放时逐项比较的请求字段
 _COMPARED = ("messages", "tools", "tool_choice", "stream")
 _REDACTED = "[已隐去的密钥]"
 _MIN_SECRET = 8  # 太短的字符串不当作密钥替换，免得误伤正文
+_DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 
 
-def _is_given(value: Any) -> bool:
-    return not isinstance(value, (openai.NotGiven, openai.Omit))
+def _request_json(request: httpx2.Request) -> dict:
+    try:
+        body = json.loads(request.content or b"{}")
+    except ValueError:
+        return {"_raw": request.content.decode("utf-8", "replace")}
+    return body if isinstance(body, dict) else {"_raw": body}
 
 
-def _plain(value: Any) -> Any:
-    """把请求参数变成能写进 JSON 的普通值；SDK 对象按 `model_dump(exclude_none=True)` 转换。"""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items() if _is_given(v)}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return _plain(dump(mode="json", exclude_none=True))
-    if isinstance(value, Iterable):
-        return [_plain(v) for v in value]
-    return str(value)
-
-
-def _request_record(kwargs: Mapping) -> dict:
-    """请求体：去掉没给的参数和传输层设置，其余按 JSON 保存。"""
-    return {k: _plain(v) for k, v in kwargs.items() if _is_given(v) and k not in _SKIP_PARAMS}
-
-
-def _response_json(obj: Any) -> Any:
-    """响应（或一块）的原始 JSON：SDK 对象用 `to_dict()`，保留服务返回的每个字段。"""
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    return _plain(obj)
-
-
-def _error_record(exc: BaseException) -> dict:
-    record: dict = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, Mapping) else {}
-        record.update(status=exc.status_code, message=str(body.get("message") or exc.message),
-                      param=body.get("param"), code=body.get("code"))
+def _error_record(response: httpx2.Response, data: bytes) -> dict:
+    record: dict = {"status": response.status_code}
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict):
+        record.update(message=str(inner.get("message") or ""), type=inner.get("type"),
+                      param=inner.get("param"), code=inner.get("code"))
+    else:
+        record["message"] = data.decode("utf-8", "replace")[:500]
+    retry = {k: v for k, v in response.headers.items() if k.lower().startswith("retry-after")}
+    if retry:
+        record["headers"] = retry
     return record
 
 
-class _RecordingStream:
-    """把流式块原样交给调用者，同时记进录像。"""
+def _events(data: bytes) -> tuple[list[dict], bool]:
+    """SSE 文本 → (每个 data 事件的 JSON, 有没有 [DONE])。"""
+    chunks, done = [], False
+    for block in data.decode("utf-8", "replace").split("\n\n"):
+        for line in block.splitlines():
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                done = True
+            elif payload:
+                try:
+                    chunks.append(json.loads(payload))
+                except ValueError:
+                    chunks.append({"_raw": payload})
+    return chunks, done
 
-    def __init__(self, stream: Any, entry: dict):
-        self._stream = stream
+
+class _TeeStream(httpx2.SyncByteStream):
+    """流式响应：字节原样交给 SDK，同时攒下来；流结束（或被关掉）时写进录像。"""
+
+    def __init__(self, response: httpx2.Response, entry: dict):
+        self._response = response
         self._entry = entry
+        self._data = bytearray()
 
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
+    def __iter__(self) -> Iterator[bytes]:
         try:
-            chunk = next(self._stream)
-        except StopIteration:
+            for piece in self._response.iter_bytes():
+                self._data += piece
+                yield piece
             self._entry["ended"] = True
+        except httpx2.HTTPError as exc:
+            self._entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
             raise
-        except Exception as exc:
-            self._entry["error"] = _error_record(exc)
-            raise
-        self._entry["chunks"].append(_response_json(chunk))
-        return chunk
+        finally:
+            self._entry["chunks"], self._entry["done"] = _events(bytes(self._data))
 
     def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if callable(close):
-            close()
-
-    def __enter__(self) -> "_RecordingStream":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+        self._entry["chunks"], self._entry["done"] = _events(bytes(self._data))
+        # SDK 读到 [DONE] 就停手、关掉响应：这也算读到了头
+        self._entry["ended"] = bool(self._entry.get("ended") or self._entry["done"])
+        self._response.close()
 
 
-class _RecordingCompletions:
-    def __init__(self, recorder: "Recorder"):
-        self._recorder = recorder
+class _Tap(httpx2.BaseTransport):
+    """录音线路：请求照常交给原来的 httpx 客户端发出去，请求体和响应同时记进录像。"""
 
-    def create(self, **kwargs: Any) -> Any:
-        """同 `client.chat.completions.create`：照常转交给被包住的客户端，同时记下这次调用。"""
-        recorder = self._recorder
-        for key in ("messages", "tools"):
-            value = kwargs.get(key)
-            if value is not None and _is_given(value) and not isinstance(value, (list, tuple, dict, str)):
-                kwargs[key] = list(value)  # 迭代器只能读一次：先变成列表，录像和请求用同一份
-        stream = bool(kwargs.get("stream")) and _is_given(kwargs.get("stream"))
-        entry: dict = {"call": len(recorder.calls) + 1, "request": _request_record(kwargs), "stream": stream}
-        recorder.calls.append(entry)
+    def __init__(self, inner: httpx2.Client, calls: list[dict]):
+        self.inner = inner
+        self.calls = calls
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
+            return self.inner.send(request)  # 只录模型调用；列模型之类的请求照常转交
+        body = _request_json(request)
+        entry: dict = {"call": len(self.calls) + 1, "request": body, "stream": bool(body.get("stream"))}
+        self.calls.append(entry)
         try:
-            result = recorder.client.chat.completions.create(**kwargs)
-        except Exception as exc:
-            entry["error"] = _error_record(exc)
+            response = self.inner.send(request, stream=True)
+        except httpx2.TimeoutException as exc:
+            entry["error"] = {"type": "APITimeoutError", "message": str(exc)}
             raise
-        if stream:
-            entry["chunks"] = []
-            entry["ended"] = False
-            return _RecordingStream(iter(result), entry)
-        entry["response"] = _response_json(result)
-        return result
-
-
-class _RecordingChat:
-    def __init__(self, recorder: "Recorder"):
-        self.completions = _RecordingCompletions(recorder)
+        except httpx2.HTTPError as exc:
+            entry["error"] = {"type": "APIConnectionError", "message": str(exc)}
+            raise
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROPPED_HEADERS]
+        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+        if streaming and response.status_code == 200:
+            entry["chunks"], entry["done"], entry["ended"] = [], False, False
+            return httpx2.Response(200, headers=headers, stream=_TeeStream(response, entry))
+        data = response.read()
+        response.close()
+        if response.status_code >= 400:
+            entry["error"] = _error_record(response, data)
+        else:
+            try:
+                entry["response"] = json.loads(data)
+            except ValueError:
+                entry["response_text"] = data.decode("utf-8", "replace")
+        return httpx2.Response(response.status_code, headers=headers, content=data)
 
 
 class Recorder:
-    """录制器：用法和被包住的客户端相同，每次 `chat.completions.create()` 都记进 `calls`。
+    """录制器：`recorder.client` 是接上录音线路的 SDK 客户端，每次请求都记进 `calls`。
 
-    `Recorder(client)` 之后把它当 client 用（例如 `agent_loop(..., client=recorder)`），
+    `Recorder(client)` 之后可以直接把它当 client 用（例如 `agent_loop(..., client=recorder)`），
     最后 `recorder.save(path)` 写出 JSONL。`secrets` 是额外需要从文件里抹掉的字符串；
     被包住的客户端自己的 `api_key` 总是会被抹掉。
     """
 
-    def __init__(self, client: Any, *, secrets: Iterable[str] = ()):
-        self.client = client
+    def __init__(self, client: openai.OpenAI, *, secrets: Iterable[str] = ()):
+        self.original = client
         self.calls: list[dict] = []
-        self.chat = _RecordingChat(self)
+        # SDK 客户端的 _client 就是它自己的 httpx 客户端：录音线路接在它前面，原来的传输层照常工作
+        tap = httpx2.Client(transport=_Tap(client._client, self.calls))
+        self.client = openai.OpenAI(api_key=client.api_key, base_url=client.base_url, http_client=tap,
+                                    max_retries=client.max_retries, timeout=client.timeout)
         self._secrets = [s for s in secrets if isinstance(s, str)]
 
     def _all_secrets(self) -> list[str]:
-        found = [*self._secrets, getattr(self.client, "api_key", None)]
+        found = [*self._secrets, getattr(self.original, "api_key", None)]
         keep = {s for s in found if isinstance(s, str) and len(s) >= _MIN_SECRET}
         return sorted(keep, key=len, reverse=True)  # 先换长的，再换短的
 
@@ -198,11 +197,11 @@ class Recorder:
         return path
 
     def __getattr__(self, name: str) -> Any:
-        # 其余属性（例如 models）交给被包住的客户端
+        # chat、models 等属性交给接好线的客户端
         return getattr(self.client, name)
 
     def __repr__(self) -> str:
-        return f"Recorder({self.client!r}，已录 {len(self.calls)} 次调用)"
+        return f"Recorder({self.original!r}，已录 {len(self.calls)} 次调用)"
 
 
 # ---------------------------------------------------------------------------
@@ -210,11 +209,11 @@ class Recorder:
 # ---------------------------------------------------------------------------
 
 
-class ReplayMismatchError(AssertionError):
-    """这次的请求和录像里同一次调用的请求不一样。"""
+class ReplayMismatchError(openai.OpenAIError, AssertionError):
+    """这次的请求和录像里同一次调用的请求不一样。（SDK 对 `OpenAIError` 原样放行。）"""
 
 
-class ReplayExhaustedError(RuntimeError):
+class ReplayExhaustedError(openai.OpenAIError, RuntimeError):
     """录像里的调用已经用完，却还有人调用 `create()`。"""
 
 
@@ -237,21 +236,34 @@ def _preview(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _without_none(value: Any) -> Any:
+    """值为 None 的键等于没有：SDK 对象发出去时带着 `"content": null`，字典往往不写这个键。"""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
 def _difference(recorded: Any, actual: Any, path: str) -> str | None:
-    """找出两个 JSON 值第一处不同的位置，返回中文说明；相同则返回 None。"""
+    """找出两个 JSON 值第一处不同的位置（值为 None 的键不算），返回中文说明；相同则返回 None。"""
+    return _first_difference(_without_none(recorded), _without_none(actual), path)
+
+
+def _first_difference(recorded: Any, actual: Any, path: str) -> str | None:
     if isinstance(recorded, dict) and isinstance(actual, dict):
         for key in list(recorded) + [k for k in actual if k not in recorded]:
             if key not in actual:
                 return f"{path}.{key}：录像里有，这次没有（录像里是 {_preview(recorded[key])}）"
             if key not in recorded:
                 return f"{path}.{key}：这次多出来了（这次是 {_preview(actual[key])}）"
-            found = _difference(recorded[key], actual[key], f"{path}.{key}")
+            found = _first_difference(recorded[key], actual[key], f"{path}.{key}")
             if found:
                 return found
         return None
     if isinstance(recorded, list) and isinstance(actual, list):
         for i, (a, b) in enumerate(zip(recorded, actual)):
-            found = _difference(a, b, f"{path}[{i}]")
+            found = _first_difference(a, b, f"{path}[{i}]")
             if found:
                 return found
         if len(recorded) != len(actual):
@@ -262,89 +274,16 @@ def _difference(recorded: Any, actual: Any, path: str) -> str | None:
     return None
 
 
-class _ReplayStream:
-    """回放一次流式调用：逐个产出真正的 `ChatCompletionChunk`。"""
+class _ReplayHandler:
+    """回放线路：按录像的顺序回出同样的响应。"""
 
-    def __init__(self, entry: dict):
-        self._entry = entry
-        self._chunks = iter(entry.get("chunks") or [])
-
-    def __iter__(self) -> Iterator[ChatCompletionChunk]:
-        return self
-
-    def __next__(self) -> ChatCompletionChunk:
-        try:
-            data = next(self._chunks)
-        except StopIteration:
-            error = self._entry.get("error")
-            if error:
-                self._entry = {}
-                raise _rebuild_error(error) from None
-            raise
-        return ChatCompletionChunk.construct(**data)
-
-    def close(self) -> None:
-        self._chunks = iter(())
-
-    def __enter__(self) -> "_ReplayStream":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def _rebuild_error(error: Mapping) -> Exception:
-    """按录像重建当时的异常：HTTP 错误是同一个 SDK 异常类，连接中断是 APIConnectionError。"""
-    status = error.get("status")
-    if isinstance(status, int):
-        return api_error(status, error.get("message") or "", param=error.get("param"),
-                         code=error.get("code"))
-    if error.get("type") in ("APIConnectionError", "APITimeoutError"):
-        request = httpx2.Request("POST", FAKE_URL)
-        if error["type"] == "APITimeoutError":
-            return openai.APITimeoutError(request=request)
-        return openai.APIConnectionError(message=error.get("message") or "Connection error.",
-                                         request=request)
-    return RuntimeError(f"录制时这次调用失败了：{error.get('type')}: {error.get('message')}")
-
-
-class _ReplayCompletions:
-    def __init__(self, client: "ReplayClient"):
-        self._client = client
-
-    def create(self, **kwargs: Any) -> Any:
-        """同 `client.chat.completions.create`：不联网，按顺序给出录像里的下一次回复。"""
-        return self._client._answer(kwargs)
-
-
-class _ReplayChat:
-    def __init__(self, client: "ReplayClient"):
-        self.completions = _ReplayCompletions(client)
-
-
-class ReplayClient:
-    """回放客户端：按录像的顺序离线给出同样的回复，返回真正的 SDK 对象。
-
-    `check=True`（默认）时，每次请求的 `messages`、`tools`、`tool_choice`、`stream`
-    都要和录像里同一次调用一致，否则抛出 `ReplayMismatchError`，写明第一处不同在哪里。
-    模型名不比较：`model` 属性是录像里用的模型名，回放时照着用即可。
-    """
-
-    def __init__(self, path: str | Path, *, check: bool = True):
-        self.path = Path(path)
-        self.calls = load_calls(self.path)
+    def __init__(self, path: Path, calls: list[dict], check: bool):
+        self.path = path
+        self.calls = calls
         self.check = check
         self.position = 0
-        self.chat = _ReplayChat(self)
-        first = self.calls[0]["request"] if self.calls else {}
-        self.model = first.get("model", "replay")
 
-    @property
-    def remaining(self) -> int:
-        """录像里还剩几次调用没有回放。"""
-        return len(self.calls) - self.position
-
-    def _answer(self, kwargs: Mapping) -> Any:
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
         if self.position >= len(self.calls):
             raise ReplayExhaustedError(
                 f"录像 {self.path.name} 里只有 {len(self.calls)} 次调用，已经全部回放完，"
@@ -356,7 +295,7 @@ class ReplayClient:
         number = entry.get("call", self.position)
         if self.check:
             recorded = entry.get("request") or {}
-            actual = _request_record(kwargs)
+            actual = _request_json(request)
             actual["stream"] = bool(actual.get("stream"))
             expected = {**recorded, "stream": bool(recorded.get("stream"))}
             for field in _COMPARED:
@@ -368,11 +307,62 @@ class ReplayClient:
                         "常见原因：用户消息改了；工具的输出随机器或时间而变（临时目录的路径、日期）；"
                         "循环的参数变了。确认无妨时，可以用 ReplayClient(path, check=False) 只按顺序回放。"
                     )
-        if "chunks" in entry:
-            return _ReplayStream(entry)
-        if "error" in entry:
-            raise _rebuild_error(entry["error"])
-        return ChatCompletion.construct(**entry["response"])
+        error = entry.get("error")
+        if "chunks" in entry and not (error and "status" in error):
+            return sse_response(entry.get("chunks") or [], done=entry.get("done", True))
+        if error:
+            if isinstance(error.get("status"), int):
+                body = error_body(error.get("message") or "", type=error.get("type") or "invalid_request_error",
+                                  param=error.get("param"), code=error.get("code"))
+                return json_response(error["status"], {"error": body}, error.get("headers"))
+            if error.get("type") == "APITimeoutError":
+                raise httpx2.ReadTimeout("录制时这次调用超时了", request=request)
+            raise httpx2.ConnectError(f"录制时这次调用没连上：{error.get('message')}", request=request)
+        if "response_text" in entry:
+            return httpx2.Response(200, content=entry["response_text"].encode("utf-8"),
+                                   headers={"content-type": "text/html; charset=utf-8"})
+        return json_response(200, entry["response"])
+
+
+class ReplayClient(OfflineClient):
+    """回放客户端：一个真正的 `openai.OpenAI`，线路按录像的顺序离线回出同样的响应。
+
+    `check=True`（默认）时，每次请求的 `messages`、`tools`、`tool_choice`、`stream`
+    都要和录像里同一次调用一致，否则抛出 `ReplayMismatchError`，写明第一处不同在哪里。
+    模型名不比较：`model` 属性是录像里用的模型名，回放时照着用即可。
+    回放的是谁的回复，它就还是谁的回复：真实模型录下的命令照样要审批。
+    """
+
+    def __init__(self, path: str | Path | None = None, *, check: bool = True, **options: Any):
+        handler = None
+        if not isinstance(options.get("http_client"), OfflineHTTP):
+            path = Path(path)
+            handler = _ReplayHandler(path, load_calls(path), check)
+        super().__init__(handler, **options)
+        self._replay = self.handler
+        first = self._replay.calls[0]["request"] if self._replay.calls else {}
+        self.model = first.get("model", "replay")
+
+    @property
+    def path(self) -> Path:
+        return self._replay.path
+
+    @property
+    def calls(self) -> list[dict]:
+        return self._replay.calls
+
+    @property
+    def check(self) -> bool:
+        return self._replay.check
+
+    @property
+    def position(self) -> int:
+        return self._replay.position
+
+    @property
+    def remaining(self) -> int:
+        """录像里还剩几次调用没有回放。"""
+        return len(self._replay.calls) - self._replay.position
 
     def __repr__(self) -> str:
         mode = "检查请求" if self.check else "不检查请求"

@@ -9,10 +9,10 @@
   流没有给出 `finish_reason` 就结束时抛出 `EndpointError("stream_cut", ...)`（SDK 自己不报错）；
 - `stream_turn(client, model, messages, tools=None, on_delta=None)`：流式地调用一次模型，
   收齐后返回和非流式完全同类的 `ChatCompletion`，所以循环其余部分一个字都不用改；
+- `collect_stream(stream)`：把流式回复读完、拼回 `(message_dict, finish_reason)`；流中途断开或没有
+  `finish_reason` 时抛出 `EndpointError("stream_cut", ...)`（07_endpoint_faults 用它）；
 - `live_preview(view, messages)`：给 `on_delta` 用的回调，在消息表末尾显示一行“接收中”的临时助手消息，
   但不往 `messages` 里放任何东西；
-- `CutStreamClient(client, after=...)`：演示用的包装，让流式回复只放出前几块就悄悄结束，
-  模拟连接中途断开。
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from openai.types.chat import ChatCompletion
 from .errors import EndpointError, call_model
 
 __all__ = [
-    "CutStreamClient",
+    "collect_stream",
     "accumulate",
     "live_preview",
     "stream_turn",
@@ -259,68 +259,17 @@ def live_preview(view, messages, *, min_interval=0.05):
     return on_delta
 
 
-class _CutStream:
-    """只放出前 `after` 块，然后像连接被悄悄关掉一样结束（不报错，也没有 finish_reason）。"""
+def collect_stream(stream):
+    """把流式回复的各块拼回一条消息，返回 `(message_dict, finish_reason)`。
 
-    def __init__(self, stream, after: int):
-        self._stream = stream
-        self._after = after
-        self._sent = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._sent >= self._after:
-            self.close()
-            raise StopIteration
-        self._sent += 1
-        return next(self._stream)
-
-    def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if callable(close):
-            close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class _CutCompletions:
-    def __init__(self, owner: "CutStreamClient"):
-        self._owner = owner
-
-    def create(self, **kwargs):
-        owner = self._owner
-        owner.calls += 1
-        result = owner.client.chat.completions.create(**kwargs)
-        if kwargs.get("stream") and (owner.cut_on is None or owner.calls in owner.cut_on):
-            return _CutStream(result, owner.after)
-        return result
-
-
-class _CutChat:
-    def __init__(self, owner: "CutStreamClient"):
-        self.completions = _CutCompletions(owner)
-
-
-class CutStreamClient:
-    """演示用的包装：流式回复只放出前 `after` 块就结束，模拟连接中途断开。
-
-    `cut_on` 是要截断的第几次调用（从 1 开始的集合），不写就截断每一次流式调用；
-    非流式调用原样转交。用法和被包装的 client 相同：`CutStreamClient(FakeClient(), after=5)`。
+    `message_dict` 的样子和 `message.model_dump(exclude_none=True)` 相同，可以直接追加进 messages。
+    流结束了却没有收到任何 `finish_reason`（连接中途断开、代理截断），SDK 不会报错，
+    这里抛出 `EndpointError("stream_cut", ...)`：半截回复不能当成完整的一轮。
     """
-
-    def __init__(self, client, after: int = 5, *, cut_on: Iterable[int] | None = None):
-        self.client = client
-        self.after = after
-        self.cut_on = None if cut_on is None else set(cut_on)
-        self.calls = 0
-        self.chat = _CutChat(self)
-
-    def __repr__(self) -> str:
-        which = "每一次" if self.cut_on is None else "第 " + "、".join(map(str, sorted(self.cut_on))) + " 次"
-        return f"CutStreamClient({self.client!r}，{which}流式调用只放出前 {self.after} 块)"
+    try:
+        result = accumulate(stream)
+    except (openai.APIError, httpx2.TransportError) as exc:
+        raise EndpointError("stream_cut", "流式回复在中途断开了：已经收到的只是半条消息，不能放进 messages。"
+                            f"连接报错：{type(exc).__name__}。检查网络或代理后重新运行这一格即可。",
+                            original=exc) from exc
+    return result["message"], result["finish_reason"]
