@@ -11,6 +11,9 @@
   事先写好的回复，用 ``text_reply``、``tool_call``、``tool_reply`` 来写。
   需要精确控制模型输出的单元格（比如坏掉的 JSON 参数）用这种模式。
 
+分在三个模块里：请求检查在 ``request_checks``，默认策略和写脚本的三个函数在 ``fake_policy``，
+这里是把它们接到 HTTP 上的部分（``FakeModel``、``FakeHandler``、``FakeClient``、``CutStreamClient``）。
+
 ``FakeClient`` 就是一个真正的 ``openai.OpenAI``，只是它的线路（HTTP 传输层）在本进程里：
 请求照常由 SDK 编成 HTTP 请求，交给 ``FakeHandler``；``FakeHandler`` 让 ``FakeModel`` 决定回复，
 写成 JSON 或 SSE 响应；SDK 再照常解析，构造 ``ChatCompletion``、流式块和异常。
@@ -25,20 +28,18 @@ from __future__ import annotations
 import hmac
 import itertools
 import json
-import os
-import re
 from typing import Any, Iterable
 
 import httpx2
 import openai
 
-from .runner import list_py_command
+from .fake_policy import default_reply, text_of, text_reply, tool_call, tool_reply
+from .request_checks import as_dict, bad, check_request, is_given, validate, wrong_type
 from .wire import (
     OfflineClient,
     OfflineHTTP,
     Rejected,
     api_error,
-    error_body,
     error_response,
     json_response,
     offline_http,
@@ -66,297 +67,7 @@ DEFAULT_MODEL = "fake-agent-1"
 CREATED = 1767225600
 OWNED_BY = "harness_lib"
 
-_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _STREAM_PIECE = 6  # 流式输出时每一块的字符数
-
-
-def _bad(message: str, param: str | None = None, code: str | None = None) -> Rejected:
-    return Rejected(400, message, param=param, code=code)
-
-
-_JSON_TYPES = {dict: "object", list: "array", tuple: "array", str: "string",
-               int: "integer", float: "number", bool: "boolean", type(None): "null"}
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _missing(param: str) -> Rejected:
-    return _bad(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
-
-
-def _wrong_type(param: str, expected: str, value: Any) -> Rejected:
-    return _bad(
-        f"Invalid type for '{param}': expected {expected}, but got {_json_type(value)} instead.",
-        param,
-        "invalid_type",
-    )
-
-
-def _empty_array(param: str) -> Rejected:
-    return _bad(
-        f"Invalid '{param}': empty array. Expected an array with minimum length 1, "
-        "but got an empty array instead.",
-        param,
-        "empty_array",
-    )
-
-
-# ---------------------------------------------------------------------------
-# 请求检查：真实服务商在生成之前就会做的那些结构检查
-# ---------------------------------------------------------------------------
-
-
-def _as_dict(item: Any) -> Any:
-    """SDK 的 pydantic 对象转成字典；字典原样返回；其他类型留给调用者报错。"""
-    if type(item) is dict:
-        return item
-    dump = getattr(item, "model_dump", None)
-    if dump is not None:
-        return dump(exclude_none=True)
-    if hasattr(item, "keys"):
-        return dict(item)
-    return item
-
-
-def _is_given(value: Any) -> bool:
-    return value is not None and not isinstance(value, (openai.NotGiven, openai.Omit))
-
-
-def _check_tool_call(call: Any, where: str) -> str:
-    """检查一个工具调用的结构，返回它的 id。"""
-    if not isinstance(call, dict):
-        raise _wrong_type(where, "an object", call)
-    if "id" not in call or call["id"] is None:
-        raise _missing(f"{where}.id")
-    if not isinstance(call["id"], str):
-        raise _wrong_type(f"{where}.id", "a string", call["id"])
-    if "type" not in call:
-        raise _missing(f"{where}.type")
-    if call["type"] != "function":
-        raise _bad(
-            f"Invalid value: {call['type']!r}. Supported values are: 'function'.",
-            f"{where}.type",
-            "invalid_value",
-        )
-    function = call.get("function")
-    if function is None:
-        raise _missing(f"{where}.function")
-    if not isinstance(function, dict):
-        raise _wrong_type(f"{where}.function", "an object", function)
-    if "name" not in function:
-        raise _missing(f"{where}.function.name")
-    if not isinstance(function["name"], str):
-        raise _wrong_type(f"{where}.function.name", "a string", function["name"])
-    if "arguments" not in function:
-        raise _missing(f"{where}.function.arguments")
-    if not isinstance(function["arguments"], str):
-        raise _wrong_type(f"{where}.function.arguments", "a string", function["arguments"])
-    return call["id"]
-
-
-def _check_tools(tools: Any, tool_choice: Any) -> list[dict]:
-    if not _is_given(tools):
-        if _is_given(tool_choice):
-            raise _bad(
-                "Invalid value for 'tool_choice': 'tool_choice' is only allowed "
-                "when 'tools' are specified.",
-                "tool_choice",
-            )
-        return []
-    if isinstance(tools, (str, bytes, dict)) or not isinstance(tools, Iterable):
-        raise _wrong_type("tools", "an array", tools)
-    tools = [_as_dict(t) for t in tools]
-    if not tools:
-        raise _empty_array("tools")
-    for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            raise _wrong_type(where, "an object", tool)
-        if tool.get("type") != "function":
-            if "type" not in tool:
-                raise _missing(f"{where}.type")
-            raise _bad(
-                f"Invalid value: {tool['type']!r}. Supported values are: 'function'.",
-                f"{where}.type",
-                "invalid_value",
-            )
-        function = tool.get("function")
-        if not isinstance(function, dict):
-            raise _missing(f"{where}.function")
-        name = function.get("name")
-        if not isinstance(name, str):
-            raise _missing(f"{where}.function.name")
-        if not _TOOL_NAME.match(name):
-            raise _bad(
-                f"Invalid '{where}.function.name': string does not match pattern. "
-                "Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
-                f"{where}.function.name",
-                "invalid_value",
-            )
-    if isinstance(tool_choice, str) and tool_choice not in ("none", "auto", "required"):
-        raise _bad(
-            f"Invalid value: {tool_choice!r}. Supported values are: 'none', 'auto', and 'required'.",
-            "tool_choice",
-            "invalid_value",
-        )
-    if isinstance(tool_choice, dict):
-        wanted = (tool_choice.get("function") or {}).get("name")
-        if wanted not in {t["function"]["name"] for t in tools}:
-            raise _bad(
-                f"Invalid value for 'tool_choice': tool choice {wanted!r} not found in 'tools' parameter.",
-                "tool_choice",
-            )
-    return tools
-
-
-def _validate(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
-    """像真实服务商一样检查一次请求的结构，返回规整成字典的 ``messages``；不合规抛出 `Rejected`。
-
-    ``messages`` 里可以是字典，也可以是 SDK 的 pydantic 对象（比如
-    ``ChatCompletionMessage``），后者按 ``model_dump(exclude_none=True)`` 转换。
-
-    检查的规则：
-
-    * ``messages`` 是非空列表，每条是对象，``role`` 是合法值；
-    * 带 ``tool_calls`` 的 assistant 消息后面，必须紧跟着若干条 tool 消息，
-      每个调用 id 都有回应；
-    * tool 消息的 ``tool_call_id`` 必须回应前一条 assistant 消息里的某个调用；
-    * 每个工具调用都有 ``id``、``type="function"``、``function.name``，
-      ``function.arguments`` 是字符串。
-
-    措辞仿照 OpenAI。
-    """
-    if messages is None:
-        raise _missing("messages")
-    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
-        raise _wrong_type("messages", "an array", messages)
-    msgs = [_as_dict(m) for m in messages]
-    if not msgs:
-        raise _empty_array("messages")
-    _check_tools(tools, tool_choice)
-
-    open_ids: list[str] = []  # 上一条 assistant 消息提出的调用 id
-    pending: list[str] = []  # 其中还没有收到回应的 id
-    caller = -1  # 那条 assistant 消息的下标；-1 表示当前不在“回应工具调用”的位置
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            raise _wrong_type(f"messages[{i}]", "an object", m)
-        role = m.get("role")
-        if role is None:
-            raise _missing(f"messages[{i}].role")
-        if role not in _ROLES:
-            raise _bad(
-                f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', "
-                "'user', 'function', 'tool', and 'developer'.",
-                f"messages[{i}].role",
-                "invalid_value",
-            )
-
-        if role == "tool":
-            call_id = m.get("tool_call_id")
-            if call_id is None:
-                raise _missing(f"messages[{i}].tool_call_id")
-            if caller < 0:
-                raise _bad(
-                    "Invalid parameter: messages with role 'tool' must be a response "
-                    "to a preceeding message with 'tool_calls'.",
-                    f"messages.[{i}].role",
-                )
-            if call_id not in open_ids:
-                raise _bad(
-                    f"Invalid parameter: 'tool_call_id' of {call_id!r} not found in "
-                    "'tool_calls' of previous message.",
-                    f"messages.[{i}].tool_call_id",
-                )
-            if call_id in pending:
-                pending.remove(call_id)
-            if m.get("content") is None:
-                raise _missing(f"messages[{i}].content")
-            continue
-
-        # 不是 tool 消息：上一组工具调用必须已经全部得到回应
-        if pending:
-            raise _unanswered(pending, caller)
-        caller = -1
-        open_ids = []
-
-        if role == "assistant":
-            calls = m.get("tool_calls")
-            if calls is not None:
-                if not isinstance(calls, (list, tuple)):
-                    raise _wrong_type(f"messages[{i}].tool_calls", "an array", calls)
-                if not calls:
-                    raise _empty_array(f"messages[{i}].tool_calls")
-                open_ids = [_check_tool_call(c, f"messages[{i}].tool_calls[{j}]")
-                            for j, c in enumerate(calls)]
-                pending = list(open_ids)
-                caller = i
-            elif m.get("content") is None and m.get("function_call") is None:
-                raise _missing(f"messages[{i}].content")
-        elif role != "function" and m.get("content") is None:
-            raise _missing(f"messages[{i}].content")
-
-    if pending:
-        raise _unanswered(pending, caller)
-    return msgs
-
-
-def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
-    """像服务商一样检查一次请求的结构，返回规整成字典的 ``messages``。
-
-    不合规时抛出 ``openai.BadRequestError``（状态码 400）：这个异常由 SDK 自己从一次 400 响应里构造，
-    和真实服务商拒绝请求时一模一样。规则见 `_validate`。
-    """
-    try:
-        return _validate(messages, tools, tool_choice=tool_choice)
-    except Rejected as rejected:
-        raise api_error(rejected.status, str(rejected), param=rejected.error["param"],
-                        code=rejected.error["code"]) from None
-
-
-def _unanswered(ids: list[str], index: int) -> Rejected:
-    return _bad(
-        "An assistant message with 'tool_calls' must be followed by tool messages "
-        "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-        f"response messages: {', '.join(ids)}",
-        f"messages.[{index}].role",
-    )
-
-
-# ---------------------------------------------------------------------------
-# 脚本模式的三个辅助函数
-# ---------------------------------------------------------------------------
-
-
-def text_reply(content: str) -> dict:
-    """脚本里的一条普通文字回复（没有工具调用，``finish_reason="stop"``）。"""
-    return {"role": "assistant", "content": content}
-
-
-def tool_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
-    """脚本里的一个工具调用。
-
-    ``arguments`` 是字典时用 ``json.dumps(ensure_ascii=False)`` 转成字符串；
-    是字符串时原样保留，所以可以故意写出坏 JSON（``'{"command": "ls"'``）、
-    空字符串、缺字段（``'{}'``）或类型不对（``'{"command": 42}'``）的参数。
-    ``id`` 不写时，在请求到来时按 ``call_001``、``call_002`` …… 接着编号。
-    """
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    call: dict = {"type": "function", "function": {"name": name, "arguments": arguments}}
-    if id is not None:
-        call = {"id": id, **call}
-    return call
-
-
-def tool_reply(*calls: dict, content: str | None = None) -> dict:
-    """脚本里的一条 assistant 消息，带一个或几个工具调用（``finish_reason="tool_calls"``）。"""
-    if not calls:
-        raise ValueError("tool_reply() 至少需要一个 tool_call(...)")
-    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
 class ScriptExhaustedError(openai.OpenAIError, RuntimeError):
@@ -383,270 +94,7 @@ def _script_item(item: Any) -> Any:
     )
 
 
-# ---------------------------------------------------------------------------
-# 默认策略：只看请求本身决定回复
-# ---------------------------------------------------------------------------
 
-def _commands() -> dict[str, str]:
-    windows = os.name == "nt"
-    return {
-        "list_py": list_py_command(),
-        "count_lines": 'find /c /v "" *.py' if windows else "wc -l *.py",
-        "list_files": "dir /b" if windows else "ls",
-        "pwd": "cd" if windows else "pwd",
-        "date": "date /t" if windows else "date",
-    }
-
-
-_PY_FILE = re.compile(r"\.py\b|python|py\s*文件", re.I)
-_FILE_WORD = re.compile(r"文件|file|脚本|script|\.py\b", re.I)
-_LINES = re.compile(r"行数|多少行|几行|代码量|\blines?\b|\bwc\b", re.I)
-_LIST_FILES = re.compile(
-    r"哪些文件|什么文件|列出.*文件|文件列表|列出.*目录|目录(里|中|下)?(有|的)(什么|哪些)|"
-    r"\bls\b|\bdir\b|\blist\b.*\bfiles?\b|\b(what|which)\s+files\b|\bshow\b.*\bfiles?\b|"
-    r"what'?s in (the|this) (current )?(directory|folder)",
-    re.I,
-)
-_PWD = re.compile(
-    r"\bpwd\b|当前(工作)?目录是|当前(工作)?目录在|哪个目录|什么目录|工作目录|当前路径|"
-    r"当前文件夹|在哪个文件夹|current (working )?directory|working directory|where am i",
-    re.I,
-)
-_DATE = re.compile(r"日期|几号|星期几|今天是|\bdate\b|what day|\btoday\b", re.I)
-_GREETING = re.compile(r"^\s*(你好|您好|嗨|哈喽|早上好|下午好|晚上好|(hello|hi|hey)\b)", re.I)
-
-_HANDLED = (
-    "列出当前目录中的 Python 文件",
-    "当前目录是哪里（pwd）",
-    "当前目录里有哪些文件",
-    "今天的日期",
-    "统计 Python 文件的行数",
-    "打个招呼",
-)
-
-
-def _text_of(content: Any) -> str:
-    """消息内容可能是字符串，也可能是内容片段列表；统一取出文字。"""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    return str(content)
-
-
-def _intent(text: str) -> str:
-    if _PY_FILE.search(text):
-        if _LINES.search(text):
-            return "count_lines"
-        if _FILE_WORD.search(text):
-            return "list_py"
-    if _LIST_FILES.search(text):
-        return "list_files"
-    if _PWD.search(text):
-        return "pwd"
-    if _DATE.search(text):
-        return "date"
-    if _GREETING.search(text):
-        return "greeting"
-    return "unknown"
-
-
-def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | None:
-    if command is None:
-        return None
-    for intent, known in commands.items():
-        if command.strip() == known:
-            return intent
-    if "*.py" in command:
-        return "count_lines" if ("wc" in command or "find /c" in command) else "list_py"
-    head = command.strip().split(" ", 1)[0]
-    return {"ls": "list_files", "dir": "list_files", "pwd": "pwd", "date": "date"}.get(head)
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
-
-
-_PY_NAME = re.compile(r"[^\s'\"`:,;()<>|*?]+\.py(?![\w.])")
-
-
-def _py_files(output: str) -> list[str]:
-    """从命令输出里找出以 .py 结尾的文件名（去重，保持顺序）。"""
-    seen: dict[str, None] = {}
-    for name in _PY_NAME.findall(output):
-        if name.startswith("./") or name.startswith(".\\"):
-            name = name[2:]
-        seen.setdefault(name, None)
-    return list(seen)
-
-
-def _join_names(names: list[str], limit: int = 20) -> str:
-    shown = "、".join(names[:limit])
-    return shown if len(names) <= limit else f"{shown} 等"
-
-
-# 执行器在命令没有输出时写的占位文字（harness_lib.bash.run_bash 用前一种）
-_NO_OUTPUT = ("(没有输出)", "(no output)")
-
-
-def _summary(intent: str | None, command: str | None, output: str) -> str:
-    """拿到一条工具结果后的中文小结。"""
-    shown = f"`{command}`" if command else "命令"
-    text = output.strip()
-    if text in _NO_OUTPUT:
-        text = ""
-    if intent == "list_py":
-        files = _py_files(text)
-        if files:
-            return f"当前目录中有 {len(files)} 个 Python 文件：{_join_names(files)}。"
-        if not text:
-            return f"当前目录中没有 Python 文件（{shown} 没有输出）。"
-        return f"没有找到 Python 文件。{shown} 的输出是：{_clip(' '.join(text.split()), 120)}"
-    if not text:
-        return f"{shown} 执行完了，但没有输出。"
-    if intent == "pwd":
-        return f"当前目录是 {_clip(text.splitlines()[0])}。"
-    if intent == "list_files":
-        entries = [line.strip() for line in text.splitlines() if line.strip()]
-        return f"当前目录中有 {len(entries)} 项：{_join_names(entries)}。"
-    if intent == "date":
-        return f"{shown} 的输出是：{_clip(text)}。"
-    if intent == "count_lines":
-        return f"各个 Python 文件的行数如下（{shown} 的输出）：\n\n{_indent(_clip(text, 400))}"
-    return f"工具返回了：\n\n{_indent(_clip(text))}"
-
-
-def _suggest(command: str) -> str:
-    return f"可以在终端里运行：\n\n    {command}\n\n我自己没法执行它，需要你运行后把结果告诉我。"
-
-
-def _fallback(model: str) -> str:
-    items = "\n".join(f"- {item}" for item in _HANDLED)
-    return (
-        f"我是本项目内置的离线假模型（{model}），并不真正理解问题，"
-        f"只认得下面几类固定请求：\n{items}\n"
-        "想和真实模型对话，请在模型切换器里选择一个真实端点。"
-    )
-
-
-_GREETING_TEXT = "你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。"
-
-
-_OUTPUT_SIGNS = (".py", "/", "No such file", "cannot access", "找不到", "File Not Found")
-
-
-def _pasted_back(msgs: list[dict], commands: dict[str, str]) -> str | None:
-    """最后两条是“助手用文字建议命令 → 用户贴回输出”时，返回那条命令，否则 None。"""
-    if len(msgs) < 2 or msgs[-1].get("role") != "user":
-        return None
-    prev = msgs[-2]
-    if prev.get("role") != "assistant" or prev.get("tool_calls"):
-        return None
-    pasted = _text_of(msgs[-1].get("content"))
-    # 只有看起来像命令输出的内容才算“贴回结果”，“谢谢”之类的闲聊不算
-    if not ("\n" in pasted or any(s in pasted for s in _OUTPUT_SIGNS)):
-        return None
-    text = _text_of(prev.get("content"))
-    for command in commands.values():
-        if f"\n    {command}\n" in text:
-            return command
-    return None
-
-
-def _tool_names(tools: list[dict]) -> list[str]:
-    return [t["function"]["name"] for t in tools]
-
-
-def _default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
-    """默认策略：根据请求内容给出一条 assistant 消息（不含调用 id）。"""
-    names = _tool_names(tools)
-    forced: str | None = None
-    if tool_choice == "none":
-        names = []
-    elif tool_choice == "required":
-        forced = "bash" if "bash" in names else (names[0] if names else None)
-    elif isinstance(tool_choice, dict):
-        forced = tool_choice["function"]["name"]
-    commands = _commands()
-
-    def call(command: str) -> dict:
-        return tool_reply(tool_call("bash", {"command": command}))
-
-    last_user = ""
-    for m in reversed(msgs):
-        if m.get("role") == "user":
-            last_user = _text_of(m.get("content"))
-            break
-    intent = _intent(last_user)
-
-    if forced is not None and forced != "bash":
-        return tool_reply(tool_call(forced, {}))
-
-    if msgs[-1].get("role") == "tool":
-        # 收集末尾这一组工具结果，以及它们回应的那条 assistant 消息
-        results = []
-        k = len(msgs) - 1
-        while k >= 0 and msgs[k].get("role") == "tool":
-            results.append(msgs[k])
-            k -= 1
-        results.reverse()
-        proposed: dict[str, tuple[str, str | None]] = {}
-        for c in msgs[k].get("tool_calls") or []:
-            fn = c["function"]
-            command = None
-            try:
-                args = json.loads(fn["arguments"])
-                if isinstance(args, dict) and isinstance(args.get("command"), str):
-                    command = args["command"]
-            except ValueError:
-                pass
-            proposed[c["id"]] = (fn["name"], command)
-        if forced == "bash":  # tool_choice 要求必须调用工具：那就再调用一次
-            _, command = proposed.get(results[-1]["tool_call_id"], ("bash", None))
-            return call(command or commands.get(intent, commands["list_files"]))
-        parts = []
-        for r in results:
-            name, command = proposed.get(r["tool_call_id"], ("bash", None))
-            kind = _intent_of_command(command, commands) if name == "bash" else None
-            if kind is None and name == "bash" and command is None:
-                kind = intent if intent in commands else None
-            parts.append(_summary(kind, command, _text_of(r.get("content"))))
-        return text_reply("\n\n".join(parts))
-
-    suggested = _pasted_back(msgs, commands) if "bash" not in names else None
-    if suggested is not None:
-        # 上一条回复建议了命令、这一条用户消息贴回了结果：像对待工具结果一样总结它
-        return text_reply(_summary(_intent_of_command(suggested, commands), suggested, last_user))
-
-    if "bash" in names and _PWD.search(last_user) and _DATE.search(last_user):
-        # 两件互不依赖的事（当前目录和日期）：一条回复里并行发出两个调用
-        return tool_reply(tool_call("bash", {"command": commands["pwd"]}),
-                          tool_call("bash", {"command": commands["date"]}))
-
-    if intent in commands:
-        if "bash" in names:
-            return call(commands[intent])
-        return text_reply(_suggest(commands[intent]))
-    if forced == "bash":
-        return call(commands["list_files"])
-    if intent == "greeting":
-        return text_reply(_GREETING_TEXT)
-    return text_reply(_fallback(model))
 
 
 # ---------------------------------------------------------------------------
@@ -662,7 +110,7 @@ def _tokens(text: str) -> int:
 def _prompt_tokens(msgs: list[dict], tools: list[dict]) -> int:
     total = 3 + 60 * len(tools)
     for m in msgs:
-        total += 4 + _tokens(_text_of(m.get("content")))
+        total += 4 + _tokens(text_of(m.get("content")))
         for c in m.get("tool_calls") or ():
             total += 8 + _tokens(c["function"]["arguments"])
     return total
@@ -790,11 +238,11 @@ class FakeModel:
         ``stream`` 为真时返回流式块字典的列表。不合规时抛出 `Rejected`（由处理函数写成 HTTP 错误响应）。
         """
         # openai.NOT_GIVEN / openai.omit 和没传一样
-        request = {k: v for k, v in request.items() if _is_given(v)}
+        request = {k: v for k, v in request.items() if is_given(v)}
         tools = request.get("tools")
         tool_choice = request.get("tool_choice")
-        msgs = _validate(request.get("messages"), tools, tool_choice=tool_choice)
-        tools = [_as_dict(t) for t in tools] if tools is not None else []
+        msgs = validate(request.get("messages"), tools, tool_choice=tool_choice)
+        tools = [as_dict(t) for t in tools] if tools is not None else []
         model = request.get("model")
         self.last_request = {**request, "messages": msgs, "tools": tools or None}
 
@@ -804,11 +252,11 @@ class FakeModel:
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
             param = "max_completion_tokens" if "max_completion_tokens" in request else "max_tokens"
             if type(max_tokens) is not int:
-                raise _wrong_type(param, "an integer", max_tokens)
-            raise _bad(f"Invalid '{param}': integer below minimum value. Expected a value >= 1, "
+                raise wrong_type(param, "an integer", max_tokens)
+            raise bad(f"Invalid '{param}': integer below minimum value. Expected a value >= 1, "
                        f"but got {max_tokens} instead.", param, "integer_below_min_value")
         if self._script is None:
-            reply = _default_reply(msgs, tools, tool_choice, model or self.model)
+            reply = default_reply(msgs, tools, tool_choice, model or self.model)
             if max_tokens is not None and _completion_tokens(reply) > max_tokens:
                 reply = _truncate(reply, max_tokens)
                 finish = "length"

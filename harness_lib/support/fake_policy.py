@@ -1,0 +1,311 @@
+"""离线假模型的默认策略：不是真的模型，只认几类固定的请求，用规则拼出回复。
+
+辅助工具，不是课程内容。认得原文的例子“列出当前目录中的 Python 文件”、当前目录、日期、
+统计行数、打招呼；拿到工具结果后照着输出写一句中文总结。也在这里：脚本模式写回复用的
+`text_reply`、`tool_call`、`tool_reply`。
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from .runner import list_py_command
+
+__all__ = ["default_reply", "text_of", "text_reply", "tool_call", "tool_reply"]
+
+
+def text_reply(content: str) -> dict:
+    """脚本里的一条普通文字回复（没有工具调用，``finish_reason="stop"``）。"""
+    return {"role": "assistant", "content": content}
+
+
+def tool_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
+    """脚本里的一个工具调用。
+
+    ``arguments`` 是字典时用 ``json.dumps(ensure_ascii=False)`` 转成字符串；
+    是字符串时原样保留，所以可以故意写出坏 JSON（``'{"command": "ls"'``）、
+    空字符串、缺字段（``'{}'``）或类型不对（``'{"command": 42}'``）的参数。
+    ``id`` 不写时，在请求到来时按 ``call_001``、``call_002`` …… 接着编号。
+    """
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    call: dict = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if id is not None:
+        call = {"id": id, **call}
+    return call
+
+
+def tool_reply(*calls: dict, content: str | None = None) -> dict:
+    """脚本里的一条 assistant 消息，带一个或几个工具调用（``finish_reason="tool_calls"``）。"""
+    if not calls:
+        raise ValueError("tool_reply() 至少需要一个 tool_call(...)")
+    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+# ---------------------------------------------------------------------------
+# 默认策略：只看请求本身决定回复
+# ---------------------------------------------------------------------------
+
+def _commands() -> dict[str, str]:
+    windows = os.name == "nt"
+    return {
+        "list_py": list_py_command(),
+        "count_lines": 'find /c /v "" *.py' if windows else "wc -l *.py",
+        "list_files": "dir /b" if windows else "ls",
+        "pwd": "cd" if windows else "pwd",
+        "date": "date /t" if windows else "date",
+    }
+
+
+_PY_FILE = re.compile(r"\.py\b|python|py\s*文件", re.I)
+_FILE_WORD = re.compile(r"文件|file|脚本|script|\.py\b", re.I)
+_LINES = re.compile(r"行数|多少行|几行|代码量|\blines?\b|\bwc\b", re.I)
+_LIST_FILES = re.compile(
+    r"哪些文件|什么文件|列出.*文件|文件列表|列出.*目录|目录(里|中|下)?(有|的)(什么|哪些)|"
+    r"\bls\b|\bdir\b|\blist\b.*\bfiles?\b|\b(what|which)\s+files\b|\bshow\b.*\bfiles?\b|"
+    r"what'?s in (the|this) (current )?(directory|folder)",
+    re.I,
+)
+_PWD = re.compile(
+    r"\bpwd\b|当前(工作)?目录是|当前(工作)?目录在|哪个目录|什么目录|工作目录|当前路径|"
+    r"当前文件夹|在哪个文件夹|current (working )?directory|working directory|where am i",
+    re.I,
+)
+_DATE = re.compile(r"日期|几号|星期几|今天是|\bdate\b|what day|\btoday\b", re.I)
+_GREETING = re.compile(r"^\s*(你好|您好|嗨|哈喽|早上好|下午好|晚上好|(hello|hi|hey)\b)", re.I)
+
+_HANDLED = (
+    "列出当前目录中的 Python 文件",
+    "当前目录是哪里（pwd）",
+    "当前目录里有哪些文件",
+    "今天的日期",
+    "统计 Python 文件的行数",
+    "打个招呼",
+)
+
+
+def text_of(content: Any) -> str:
+    """消息内容可能是字符串，也可能是内容片段列表；统一取出文字。"""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def _intent(text: str) -> str:
+    if _PY_FILE.search(text):
+        if _LINES.search(text):
+            return "count_lines"
+        if _FILE_WORD.search(text):
+            return "list_py"
+    if _LIST_FILES.search(text):
+        return "list_files"
+    if _PWD.search(text):
+        return "pwd"
+    if _DATE.search(text):
+        return "date"
+    if _GREETING.search(text):
+        return "greeting"
+    return "unknown"
+
+
+def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | None:
+    if command is None:
+        return None
+    for intent, known in commands.items():
+        if command.strip() == known:
+            return intent
+    if "*.py" in command:
+        return "count_lines" if ("wc" in command or "find /c" in command) else "list_py"
+    head = command.strip().split(" ", 1)[0]
+    return {"ls": "list_files", "dir": "list_files", "pwd": "pwd", "date": "date"}.get(head)
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+_PY_NAME = re.compile(r"[^\s'\"`:,;()<>|*?]+\.py(?![\w.])")
+
+
+def _py_files(output: str) -> list[str]:
+    """从命令输出里找出以 .py 结尾的文件名（去重，保持顺序）。"""
+    seen: dict[str, None] = {}
+    for name in _PY_NAME.findall(output):
+        if name.startswith("./") or name.startswith(".\\"):
+            name = name[2:]
+        seen.setdefault(name, None)
+    return list(seen)
+
+
+def _join_names(names: list[str], limit: int = 20) -> str:
+    shown = "、".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} 等"
+
+
+# 执行器在命令没有输出时写的占位文字（harness_lib.bash.run_bash 用前一种）
+_NO_OUTPUT = ("(没有输出)", "(no output)")
+
+
+def _summary(intent: str | None, command: str | None, output: str) -> str:
+    """拿到一条工具结果后的中文小结。"""
+    shown = f"`{command}`" if command else "命令"
+    text = output.strip()
+    if text in _NO_OUTPUT:
+        text = ""
+    if intent == "list_py":
+        files = _py_files(text)
+        if files:
+            return f"当前目录中有 {len(files)} 个 Python 文件：{_join_names(files)}。"
+        if not text:
+            return f"当前目录中没有 Python 文件（{shown} 没有输出）。"
+        return f"没有找到 Python 文件。{shown} 的输出是：{_clip(' '.join(text.split()), 120)}"
+    if not text:
+        return f"{shown} 执行完了，但没有输出。"
+    if intent == "pwd":
+        return f"当前目录是 {_clip(text.splitlines()[0])}。"
+    if intent == "list_files":
+        entries = [line.strip() for line in text.splitlines() if line.strip()]
+        return f"当前目录中有 {len(entries)} 项：{_join_names(entries)}。"
+    if intent == "date":
+        return f"{shown} 的输出是：{_clip(text)}。"
+    if intent == "count_lines":
+        return f"各个 Python 文件的行数如下（{shown} 的输出）：\n\n{_indent(_clip(text, 400))}"
+    return f"工具返回了：\n\n{_indent(_clip(text))}"
+
+
+def _suggest(command: str) -> str:
+    return f"可以在终端里运行：\n\n    {command}\n\n我自己没法执行它，需要你运行后把结果告诉我。"
+
+
+def _fallback(model: str) -> str:
+    items = "\n".join(f"- {item}" for item in _HANDLED)
+    return (
+        f"我是本项目内置的离线假模型（{model}），并不真正理解问题，"
+        f"只认得下面几类固定请求：\n{items}\n"
+        "想和真实模型对话，请在模型切换器里选择一个真实端点。"
+    )
+
+
+_GREETING_TEXT = "你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。"
+
+
+_OUTPUT_SIGNS = (".py", "/", "No such file", "cannot access", "找不到", "File Not Found")
+
+
+def _pasted_back(msgs: list[dict], commands: dict[str, str]) -> str | None:
+    """最后两条是“助手用文字建议命令 → 用户贴回输出”时，返回那条命令，否则 None。"""
+    if len(msgs) < 2 or msgs[-1].get("role") != "user":
+        return None
+    prev = msgs[-2]
+    if prev.get("role") != "assistant" or prev.get("tool_calls"):
+        return None
+    pasted = text_of(msgs[-1].get("content"))
+    # 只有看起来像命令输出的内容才算“贴回结果”，“谢谢”之类的闲聊不算
+    if not ("\n" in pasted or any(s in pasted for s in _OUTPUT_SIGNS)):
+        return None
+    text = text_of(prev.get("content"))
+    for command in commands.values():
+        if f"\n    {command}\n" in text:
+            return command
+    return None
+
+
+def _tool_names(tools: list[dict]) -> list[str]:
+    return [t["function"]["name"] for t in tools]
+
+
+def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
+    """默认策略：根据请求内容给出一条 assistant 消息（不含调用 id）。"""
+    names = _tool_names(tools)
+    forced: str | None = None
+    if tool_choice == "none":
+        names = []
+    elif tool_choice == "required":
+        forced = "bash" if "bash" in names else (names[0] if names else None)
+    elif isinstance(tool_choice, dict):
+        forced = tool_choice["function"]["name"]
+    commands = _commands()
+
+    def call(command: str) -> dict:
+        return tool_reply(tool_call("bash", {"command": command}))
+
+    last_user = ""
+    for m in reversed(msgs):
+        if m.get("role") == "user":
+            last_user = text_of(m.get("content"))
+            break
+    intent = _intent(last_user)
+
+    if forced is not None and forced != "bash":
+        return tool_reply(tool_call(forced, {}))
+
+    if msgs[-1].get("role") == "tool":
+        # 收集末尾这一组工具结果，以及它们回应的那条 assistant 消息
+        results = []
+        k = len(msgs) - 1
+        while k >= 0 and msgs[k].get("role") == "tool":
+            results.append(msgs[k])
+            k -= 1
+        results.reverse()
+        proposed: dict[str, tuple[str, str | None]] = {}
+        for c in msgs[k].get("tool_calls") or []:
+            fn = c["function"]
+            command = None
+            try:
+                args = json.loads(fn["arguments"])
+                if isinstance(args, dict) and isinstance(args.get("command"), str):
+                    command = args["command"]
+            except ValueError:
+                pass
+            proposed[c["id"]] = (fn["name"], command)
+        if forced == "bash":  # tool_choice 要求必须调用工具：那就再调用一次
+            _, command = proposed.get(results[-1]["tool_call_id"], ("bash", None))
+            return call(command or commands.get(intent, commands["list_files"]))
+        parts = []
+        for r in results:
+            name, command = proposed.get(r["tool_call_id"], ("bash", None))
+            kind = _intent_of_command(command, commands) if name == "bash" else None
+            if kind is None and name == "bash" and command is None:
+                kind = intent if intent in commands else None
+            parts.append(_summary(kind, command, text_of(r.get("content"))))
+        return text_reply("\n\n".join(parts))
+
+    suggested = _pasted_back(msgs, commands) if "bash" not in names else None
+    if suggested is not None:
+        # 上一条回复建议了命令、这一条用户消息贴回了结果：像对待工具结果一样总结它
+        return text_reply(_summary(_intent_of_command(suggested, commands), suggested, last_user))
+
+    if "bash" in names and _PWD.search(last_user) and _DATE.search(last_user):
+        # 两件互不依赖的事（当前目录和日期）：一条回复里并行发出两个调用
+        return tool_reply(tool_call("bash", {"command": commands["pwd"]}),
+                          tool_call("bash", {"command": commands["date"]}))
+
+    if intent in commands:
+        if "bash" in names:
+            return call(commands[intent])
+        return text_reply(_suggest(commands[intent]))
+    if forced == "bash":
+        return call(commands["list_files"])
+    if intent == "greeting":
+        return text_reply(_GREETING_TEXT)
+    return text_reply(_fallback(model))
