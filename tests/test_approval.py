@@ -407,6 +407,34 @@ def test_explicit_bad_policy_is_a_programming_error(plain_client):
         gate(HANDLERS, "sometimes")
 
 
+def test_guarding_a_guarded_table_returns_it_unchanged(files, plain_client):
+    gated = guard(files, plain_client, "allowlist")
+    assert guard(gated, plain_client) is gated and guard(gated, FakeClient()) is gated
+    assert gate(gated, "allow") is gated  # 策略在第一次包的时候就定下了
+
+
+def _recorded_run(tmp_path):
+    """录一次脚本假模型的运行（模型要建 marker.txt），返回录像文件。"""
+    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
+    recorder = Recorder(script)
+    agent_loop([{"role": "user", "content": "建一个文件"}], client=recorder, model="scripted")
+    return recorder.save(tmp_path / "run.jsonl")
+
+
+def test_agent_loop_guards_a_replay_and_asks_only_once(tmp_path):
+    """回放的客户端不可信：循环自己调用 guard；传进去的 Guarded 不会再包一层，同一次调用只问一遍。"""
+    path = _recorded_run(tmp_path)
+    (tmp_path / "marker.txt").unlink(missing_ok=True)
+    messages = [{"role": "user", "content": "建一个文件"}]
+    agent_loop(messages, client=ReplayClient(path, check=False), model="scripted")  # 无头：只放行白名单
+    assert messages[2]["content"].startswith(DENIED_PREFIX) and not (tmp_path / "marker.txt").exists()
+    replay = ReplayClient(path, check=False)
+    ask = answers("y")
+    agent_loop([{"role": "user", "content": "建一个文件"}], client=replay, model="scripted",
+               handlers=guard(HANDLERS, replay, ask=ask))
+    assert ask.asked == ["touch marker.txt"] and (tmp_path / "marker.txt").exists()
+
+
 # ---------------------------------------------------------------------------
 # gate：不看客户端，一律按不可信处理
 # ---------------------------------------------------------------------------

@@ -18,6 +18,9 @@
    只读的 `read_file`、`glob` 原样保留。
 2. `gate(handlers, policy=None, *, ask=None)`：即 `guard(handlers, None, ...)`，不看客户端，一律当作不可信。
 
+`agent_loop` 和 `agent_loop_stream` 每次运行开头都调用 `guard(handlers, client)`。已经包好的 `Guarded`
+再交给 `guard` 时原样返回，所以把 `gate`、`guard` 的结果传给循环，同一次调用也只问一遍。
+
 被拒绝时，包好的处理函数自己返回 `错误（执行授权失败）：理由`，和 `execute_tool_call` 处理
 `ToolDenied` 时写的文字一样，原来的处理函数根本不会被调用，所以不会启动任何进程、不会碰任何文件。
 本模块属于下面的辅助层，不导入课程层（`harness_lib.lesson`）的任何东西。
@@ -36,7 +39,8 @@
 
 记忆：答 `a` 时，记住的是“同一个工具、逐字相同的参数”，只记在这一张 `Guarded` 分发表里
 （`always_allowed()` 查看，`forget()` 清空）。另一张分发表、单独调用的 `decide` 都不知道它；
-分发表不用了，记忆也就没了。
+分发表不用了，记忆也就没了。循环每次运行自己包的表只活一次运行；想让记忆跨过几次运行，
+就自己先 `guard` 好，再把这张表传给循环的 `handlers`。
 
 怎样询问：用内核的标准输入请求，也就是 `input()`。JupyterLab 会在单元格下面显示一个输入框，
 单元格一直等到你回车。我们没有用 ipywidgets 按钮：单元格运行期间，内核不处理前端发来的控件消息
@@ -627,11 +631,12 @@ def guard(handlers, client, policy=None, *, ask=None):
 
     客户端可信（`trusted(client)`）并且策略是 `auto` 时，原样返回 `handlers`（同一个对象）；
     否则返回 `Guarded`：bash、write_file、edit_file 和名字不认识的工具先审批，read_file、glob 原样保留。
+    `handlers` 已经是 `Guarded` 时也原样返回：它的策略和记忆在包的时候就定下了，再包一层只会把同一次调用问两遍。
     `policy` 为 None 时在这一刻读环境变量 `HARNESS_APPROVAL`；代码里明确写错的 `policy` 抛 ValueError。
     `ask(说明) -> str | None` 代替真人回答（返回 None 表示没人可问）；不给时用 `ask_stdin`。
     """
     resolved = _resolve(policy)
-    if resolved == "auto" and trusted(client):
+    if isinstance(handlers, Guarded) or (resolved == "auto" and trusted(client)):
         return handlers
     return Guarded(handlers, client, resolved, ask)
 
