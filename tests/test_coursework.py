@@ -1,10 +1,13 @@
 """课程作业：nbgrader 学生版与自动评分，用真实的 nbgrader 跑一遍。"""
 
 import csv
+import html.parser
 import importlib.util
 import json
 import re
 import shutil
+
+import nbformat
 
 import pytest
 
@@ -38,6 +41,46 @@ def _between(src, begin, end):
         elif inside and len(line.strip()) > 12:
             out.append(line.strip())
     return out
+
+
+def _hidden_regions_removed(src):
+    return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", src, flags=re.S)
+
+
+def _secret_lines(path):
+    """只在隐藏测试里出现的代码行：教师版去掉隐藏测试区以后，别处（包括参考答案）都没有这一行。"""
+    cells = _cells(path)
+    elsewhere = "\n".join(_hidden_regions_removed("".join(c["source"])) for c in cells)
+    lines = [line for c in cells
+             for line in _between("".join(c["source"]), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")]
+    return [line for line in lines if line not in elsewhere]
+
+
+class _PageText(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.parts = []
+
+    def handle_data(self, data):
+        self.parts.append(data)
+
+
+def _page_text(path):
+    """网页上读者看到的文字：去掉标签（代码高亮把一行拆成很多 span），实体还原成字符。"""
+    parser = _PageText()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return "".join(parser.parts)
+
+
+def _notebook_text(path):
+    """笔记本里读者能看到的全部文字：每格的代码和每个输出（包括回溯）。"""
+    parts = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        parts.append(cell.source)
+        for out in cell.get("outputs", []):
+            parts += [out.get("text", ""), out.get("evalue", ""), *out.get("traceback", [])]
+            parts += [v if isinstance(v, str) else json.dumps(v) for v in out.get("data", {}).values()]
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(parts))
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.name)
@@ -173,3 +216,161 @@ def test_grade_tables_and_feedback_are_written(graded):
     assert float(summary["teacher"]["total"]) == float(summary["teacher"]["max_total"])
     for student in ("teacher", "blank", "partial"):
         assert list((out / "feedback" / student).glob("*.html")), f"{student} 没有反馈"
+        assert list((out / "feedback" / student).glob("*.ipynb")), f"{student} 没有评分后的笔记本"
+
+
+def test_default_feedback_shows_no_hidden_test_in_any_notebook(graded):
+    """默认方式下，发回给学生的文件夹里（网页和笔记本）找不到任何一行隐藏测试，每个测试格仍有得分。"""
+    _, out, _ = graded
+    for path in notebook_paths():
+        secret = _secret_lines(path)
+        assert secret, f"{path.name} 应当有只在隐藏测试里出现的代码行"
+        grade_ids = list(_points(path))
+        for student in ("teacher", "blank", "partial"):
+            page = _page_text(out / "feedback" / student / f"{path.stem}.html")
+            notebook = _notebook_text(out / "feedback" / student / path.name)
+            for text, kind in ((page, "网页"), (notebook, "笔记本")):
+                assert "BEGIN HIDDEN TESTS" not in text, f"{student}/{path.name} {kind}"
+                for line in secret:
+                    assert line not in text, f"{student}/{path.name} 的{kind}里有隐藏测试：{line}"
+            for gid in grade_ids:
+                assert re.search(re.escape(gid) + r"\s*Score: \d", page), f"{student}/{path.name} 缺 {gid} 的得分"
+
+
+# 一份只交了 00 的作业：第一题做对；第二题用一个粗心的解法，公开测试都能过，隐藏测试里的一条过不了
+HIDDEN_FAILURE_NOTEBOOK = "00_setup"
+CARELESS = {
+    "00-ex2-solution": (
+        "def last_reply(messages):\n"
+        "    for m in reversed(messages):\n"
+        "        if m[\"role\"] == \"assistant\":\n"
+        "            return m[\"content\"]\n"
+        "    return None\n"
+    ),
+}
+FAILED_CELL = "00-ex2-tests"
+FAILED_MESSAGE = "content 为 None 或空的助手消息要跳过"
+FAILED_LINE = 'assert last_reply(transcript) == "第一次回答", "content 为 None 或空的助手消息要跳过"'
+
+
+@pytest.fixture(scope="module")
+def hidden_failure(release_dir, tmp_path_factory):
+    """同一份作业各用两种反馈方式批改一次，返回 {方式: 输出目录}。"""
+    instructor = ROOT / "notebooks" / f"{HIDDEN_FAILURE_NOTEBOOK}.ipynb"
+    cell = next(c for c in _cells(instructor) if _nbg(c).get("grade_id") == FAILED_CELL)
+    hidden = "\n".join(_between("".join(cell["source"]), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
+    assert FAILED_LINE in hidden, "这个测试依赖 00 第二题的一条隐藏测试，教师版改了就要跟着改"
+    subs = tmp_path_factory.mktemp("one-submission")
+    (subs / "s").mkdir()
+    submitted = subs / "s" / instructor.name
+    shutil.copy2(release_dir / instructor.name, submitted)
+    _fill(submitted, instructor, {"00-ex1-solution"})
+    nb = json.loads(submitted.read_text(encoding="utf-8"))
+    for c in nb["cells"]:
+        if _nbg(c).get("grade_id") in CARELESS:
+            c["source"] = CARELESS[_nbg(c)["grade_id"]]
+    submitted.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    outs = {"safe": tmp_path_factory.mktemp("grades-safe"), "full": tmp_path_factory.mktemp("grades-full")}
+    # 上一次（比如用 full）留下的文件：这次评分的学生的要清掉，没参加这次评分的学生的不动
+    (outs["safe"] / "feedback" / "s").mkdir(parents=True)
+    (outs["safe"] / "feedback" / "s" / "old.html").write_text("BEGIN HIDDEN TESTS", encoding="utf-8")
+    (outs["safe"] / "feedback" / "other").mkdir()
+    (outs["safe"] / "feedback" / "other" / "kept.html").write_text("别人的反馈", encoding="utf-8")
+    course.autograde(subs, outs["safe"])  # 不传 feedback：默认方式
+    course.autograde(subs, outs["full"], feedback="full")
+    return outs
+
+
+def _feedback(out, kind):
+    path = out / "feedback" / "s" / f"{HIDDEN_FAILURE_NOTEBOOK}{kind}"
+    return _page_text(path) if kind == ".html" else _notebook_text(path)
+
+
+def _failed_cell_outputs(out):
+    nb = nbformat.read(out / "feedback" / "s" / f"{HIDDEN_FAILURE_NOTEBOOK}.ipynb", as_version=4)
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == FAILED_CELL).outputs
+
+
+def test_default_feedback_keeps_score_visible_tests_and_the_failed_message(hidden_failure):
+    out = hidden_failure["safe"]
+    instructor = ROOT / "notebooks" / f"{HIDDEN_FAILURE_NOTEBOOK}.ipynb"
+    cell = next(c for c in _cells(instructor) if _nbg(c).get("grade_id") == FAILED_CELL)
+    visible = [line.strip() for line in _hidden_regions_removed("".join(cell["source"])).splitlines() if line.strip()]
+    page = _page_text(out / "feedback" / "s" / f"{HIDDEN_FAILURE_NOTEBOOK}.html")
+    assert re.search(r"Score: 1\.0 / 3\.0", page), "整本的得分"
+    assert re.search(re.escape(FAILED_CELL) + r"\s*Score: 0\.0 / 2\.0", page), "没通过的测试格的得分"
+    for kind in (".html", ".ipynb"):
+        text = _feedback(out, kind)
+        assert FAILED_MESSAGE in text, kind
+        assert all(line in text for line in visible), f"{kind} 里要有公开测试"
+        for line in _secret_lines(instructor):
+            assert line not in text, f"{kind} 里有隐藏测试：{line}"
+    # 这条说明来自隐藏测试（公开测试都过了），回溯只剩类型和说明
+    (error,) = _failed_cell_outputs(out)
+    assert (error.ename, error.evalue) == ("AssertionError", FAILED_MESSAGE)
+    assert len(error.traceback) == 1
+    # 上一次留下的文件：这次评分的学生的被清掉，别的学生的还在
+    assert not (out / "feedback" / "s" / "old.html").exists()
+    assert (out / "feedback" / "other" / "kept.html").exists()
+
+
+def test_full_feedback_keeps_every_hidden_test(hidden_failure):
+    out = hidden_failure["full"]
+    instructor = ROOT / "notebooks" / f"{HIDDEN_FAILURE_NOTEBOOK}.ipynb"
+    hidden = [line for c in _cells(instructor)
+              for line in _between("".join(c["source"]), "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")]
+    for kind in (".html", ".ipynb"):
+        text = _feedback(out, kind)
+        assert "BEGIN HIDDEN TESTS" in text, kind
+        missing = [line for line in hidden if line not in text]
+        assert not missing, f"{kind} 里少了隐藏测试：{missing}"
+    (error,) = _failed_cell_outputs(out)
+    assert error.evalue == FAILED_MESSAGE
+    assert FAILED_LINE in re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback)), "回溯里有出错的那一行"
+
+
+def test_grade_tables_do_not_depend_on_feedback_mode(hidden_failure):
+    for name in ("grades.csv", "summary.csv"):
+        safe, full = (hidden_failure[mode] / name for mode in ("safe", "full"))
+        assert safe.read_bytes() == full.read_bytes(), name
+    with (hidden_failure["safe"] / "grades.csv").open(encoding="utf-8") as f:
+        row = next(r for r in csv.DictReader(f) if r["notebook"] == HIDDEN_FAILURE_NOTEBOOK)
+    assert float(row["score"]) == 1.0 and float(row["max_score"]) == 3.0
+
+
+def test_unknown_feedback_mode_is_refused_before_grading(tmp_path):
+    (tmp_path / "s").mkdir()
+    with pytest.raises(ValueError):
+        course.autograde(tmp_path, tmp_path / "out", feedback="none")
+    assert not (tmp_path / "out").exists()
+
+
+def test_hide_hidden_tests_keeps_code_around_each_region():
+    """隐藏测试区在格子中间、一格里有两段时，只删掉区里的行，每段留一行占位；别的格子不动。"""
+    source = "\n".join([
+        "visible_before = 1",
+        "### BEGIN HIDDEN TESTS",
+        "secret_one = 2",
+        "### END HIDDEN TESTS",
+        "visible_between = 3",
+        "    ### BEGIN HIDDEN TESTS",
+        "    secret_two = 4",
+        "    ### END HIDDEN TESTS",
+        "visible_after = 5",
+    ])
+    meta = {"nbgrader": {"grade": True, "grade_id": "t", "points": 1, "solution": False,
+                         "locked": True, "schema_version": 3}}
+    error = nbformat.v4.new_output("error", ename="AssertionError", evalue="",
+                                   traceback=["secret_one = 2", "AssertionError: "])
+    printed = nbformat.v4.new_output("stream", name="stdout", text="secret_two\n")
+    test_cell = nbformat.v4.new_code_cell(source, metadata=meta, outputs=[printed, error])
+    other = nbformat.v4.new_code_cell("print(1)", outputs=[printed])
+    nb = nbformat.v4.new_notebook(cells=[test_cell, other])
+    nb, _ = course.HideHiddenTests().preprocess(nb, {})
+    lines = nb.cells[0].source.split("\n")
+    placeholder = course.HideHiddenTests().placeholder
+    assert lines == ["visible_before = 1", placeholder, "visible_between = 3",
+                     "    " + placeholder, "visible_after = 5"]
+    (out,) = nb.cells[0].outputs
+    assert out.traceback == ["\x1b[31mAssertionError\x1b[39m: （这条断言没有附说明）"]
+    assert nb.cells[1].outputs == [printed]
