@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .common import CHILD_PRELUDE, Figure, median
+from harness_lib.support.clients import learner_environment
 
 GROUP = "runner 执行器"
 MB = 1_000_000
@@ -71,7 +72,7 @@ print(json.dumps({
 def _spawn(mode: str, command: str, timeout: float = 120) -> subprocess.Popen:
     """启动一个子进程做一次运行。命令放在环境变量里，不出现在子进程的命令行上。"""
     # 和测试一样：子进程看不到开发者自己的模型设置（真实端点会让 run_bash 先要求审批）
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     env.update({"HARNESS_MODE": "fake", "BENCH_MODE": mode, "BENCH_CMD": command,
                 "BENCH_TIMEOUT": str(timeout), "BENCH_ROOT": str(Path(__file__).resolve().parents[1])})
     # 经过一个小小的 sh 再 fork 出 Python：Linux 在 exec 时会把旧地址空间的峰值

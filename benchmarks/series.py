@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .common import ROOT, Figure
+from harness_lib.support.clients import learner_environment
 
 GROUP = "series 整套笔记本"
 NOTEBOOKS = ROOT / "notebooks"
@@ -32,7 +33,7 @@ def notebook_paths() -> list[Path]:
 
 
 def _kernel_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     env["HARNESS_MODE"] = "fake"
     return env
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from harness_lib.support.clients import learner_environment
 
 try:
     import nbformat
@@ -98,7 +99,7 @@ def _message_only(error):
 
 def _clean_env():
     """评分时的环境：假模型、没有任何密钥或端点设置。"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "HARNESS_"))}
+    env = learner_environment()
     env["HARNESS_MODE"] = "fake"
     return env
 

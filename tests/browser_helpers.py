@@ -18,7 +18,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from harness_lib.support.clients import learner_environment
+from harness_lib.support.net import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 # Debian 的 Chromium；--disable-background-networking 等几项关掉它自己的后台联网（更新、同步、组件下载），
@@ -64,16 +65,9 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 CELLS = f"{PANEL} .jp-Notebook .jp-WindowedPanel-viewport > .jp-Cell"
 
 
-def free_port() -> int:
-    """在回环地址上找一个空闲端口。"""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def lab_env(home: Path) -> dict:
     """JupyterLab 进程（以及它启动的内核）的环境变量：隔离的目录，没有模型相关的变量。"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     for name in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_PLATFORM_DIRS", "JUPYTER_TOKEN"):
         env.pop(name, None)
     dirs = {

@@ -5,6 +5,7 @@ import pathlib
 import pytest
 
 from harness_lib.support.faults import start_fault_server
+from harness_lib.support.runner import demo_workspace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -25,3 +26,11 @@ def fault_server():
     """本机故障服务器（harness_lib.support.faults），一个测试文件共用一台；数请求前先 `reset()`。"""
     with start_fault_server(delay=5) as srv:
         yield srv
+
+
+@pytest.fixture()
+def workspace(monkeypatch):
+    """新建一个演示用的临时目录（有 app.py 和 utils.py），测试期间把当前目录切过去。"""
+    path = demo_workspace()
+    monkeypatch.chdir(path)
+    return path

@@ -36,6 +36,7 @@ from harness_lib import (
 from harness_lib.support import approval
 from harness_lib.support import runner
 from harness_lib.support.approval import (
+from harness_lib.support.clients import learner_environment
     DENIED_PREFIX,
     Guarded,
     Verdict,
@@ -641,7 +642,7 @@ def test_headless_kernel_really_has_no_stdin(tmp_path):
         "print('答复是', approval.ask_stdin('rm a.txt'))\n"
         "print(approval.decide('rm a.txt', policy='ask').by)"
     ))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     NotebookClient(nb, timeout=60, kernel_name="python3").execute(env=env, cwd=str(tmp_path))
     text = "".join(out.get("text", "") for out in nb.cells[0].outputs)
     assert "答复是 None" in text and "白名单（无法询问）" in text

@@ -37,7 +37,7 @@ IGNORED_CONSOLE_ERRORS: list[re.Pattern] = []
 
 FAKE_LABEL = "假模型（离线）"
 REAL_LABEL = "真实端点"
-LOCAL_PRESET = "本项目的本地端点"  # harness_lib.support.switch 里 key 为 "local" 的预设
+LOCAL_PRESET = "本项目的本地端点"  # harness_lib.support.clients 里 key 为 "local" 的预设
 
 
 # ---------------------------------------------------------------------------

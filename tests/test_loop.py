@@ -16,14 +16,6 @@ from harness_lib import (
     tool_reply,
     ToolInputError,
 )
-from harness_lib.support.runner import demo_workspace
-
-
-@pytest.fixture()
-def workspace(monkeypatch):
-    path = demo_workspace()
-    monkeypatch.chdir(path)
-    return path
 
 
 def _tool_messages(messages):

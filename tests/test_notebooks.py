@@ -8,6 +8,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, notebook_paths
+from harness_lib.support.clients import learner_environment
 
 PATHS = notebook_paths()
 
@@ -15,7 +16,7 @@ PATHS = notebook_paths()
 def execute(path, extra_env=None):
     """在全新内核里执行笔记本，返回执行后的笔记本对象（不写回磁盘）。"""
     nb = nbformat.read(path, as_version=4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     env.update(extra_env or {})
     client = NotebookClient(
         nb,

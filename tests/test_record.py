@@ -7,7 +7,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from harness_lib import FakeClient, agent_loop, start_server, text_reply, tool_call, tool_reply
-from harness_lib.support.runner import BASH_TOOL, demo_workspace
+from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.errors import EndpointError
 from harness_lib.support.fake import api_error
 from harness_lib.support.record import (
@@ -25,13 +25,6 @@ from harness_lib.support.streaming import stream_turn
 MODEL = "fake-agent-1"
 SENTINEL = "sk-record-SENTINEL-7d1e20b4"
 TASK = "列出当前目录中的 Python 文件"
-
-
-@pytest.fixture()
-def workspace(monkeypatch):
-    path = demo_workspace()
-    monkeypatch.chdir(path)
-    return path
 
 
 @pytest.fixture()

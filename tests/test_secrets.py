@@ -37,6 +37,7 @@ from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame
                          run_bash, text_reply, tool_call, tool_reply)
 from harness_lib.support.endpoint import start_server
 from harness_lib.support.errors import explain_error
+from harness_lib.support.clients import learner_environment
 
 PATHS = notebook_paths()
 MODEL = "fake-agent-1"
@@ -143,7 +144,7 @@ class Endpoint:
 def endpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("endpoint")
     out_path, log_path = folder / "stdout.txt", folder / "stderr.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     env["PYTHONUNBUFFERED"] = "1"
     with open(out_path, "wb") as out, open(log_path, "wb") as err:
         proc = subprocess.Popen(

@@ -13,6 +13,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion
 
+from harness_lib.support.net import free_port
 from harness_lib.support.endpoint import ensure_local_server, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -252,12 +253,6 @@ def test_ensure_local_server_is_a_shared_singleton():
     assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
     with openai.OpenAI(base_url=url, api_key="x", max_retries=0) as c:
         assert c.models.list().data[0].id == MODEL
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_command_line_server():

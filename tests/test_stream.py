@@ -21,7 +21,7 @@ from harness_lib import (
     tool_call,
     tool_reply,
 )
-from harness_lib.support.runner import BASH_TOOL, demo_workspace
+from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.errors import EndpointError
 from harness_lib.lesson.loop import SYSTEM
 from harness_lib.lesson.stream import agent_loop_stream
@@ -35,13 +35,6 @@ from harness_lib.support.streaming import (
 MODEL = "fake-agent-1"
 TASK = "列出当前目录中的 Python 文件"
 USER = {"role": "user", "content": TASK}
-
-
-@pytest.fixture()
-def workspace(monkeypatch):
-    path = demo_workspace()
-    monkeypatch.chdir(path)
-    return path
 
 
 @pytest.fixture(scope="module")

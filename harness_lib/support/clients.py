@@ -7,7 +7,9 @@
 - `client_from_env()`：只看环境变量选模型，`HARNESS_MODE` 为 `fake`（默认）、`real` 或 `local`；
 - `real_client(base_url, api_key)`：真实端点的 `openai.OpenAI`，重试次数和超时取 `RETRY_POLICY`；
 - `fake_client()`：离线假模型，模型名是 `FAKE_MODEL`（即 `harness_lib.support.fake.DEFAULT_MODEL`）；
-- `needs_key(base_url)`：这个地址要不要密钥（本机服务不要）。
+- `needs_key(base_url)`：这个地址要不要密钥（本机服务不要）；
+- `learner_environment()`：去掉 `HARNESS_*`、`OPENAI_*` 之后的环境变量，也就是一个刚打开笔记本、
+  什么都没设置的学习者看到的环境（默认假模型）。测试、性能测量和自动评分启动内核时用它。
 
 要不要审批由提出调用的客户端自己决定（见 `approval.trusted`），交出客户端时这里不记任何状态。
 """
@@ -35,11 +37,19 @@ __all__ = [
     "SwitchConfigError",
     "client_from_env",
     "fake_client",
+    "learner_environment",
     "needs_key",
     "real_client",
 ]
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
+SETTING_PREFIXES = ("HARNESS_", "OPENAI_")  # 选模型、选策略的环境变量都以它们开头
+
+
+def learner_environment(environ=None) -> dict:
+    """`environ`（默认 `os.environ`）去掉所有 `HARNESS_*`、`OPENAI_*` 之后的副本。"""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if not k.upper().startswith(SETTING_PREFIXES)}
 
 
 @dataclass(frozen=True)
