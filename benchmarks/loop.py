@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import contextlib
+import os
 import time
 
 from .common import Figure, lib_module, median
@@ -37,18 +39,30 @@ class _Recorder:
         return self._client.chat.completions.create(**request)
 
 
+@contextlib.contextmanager
+def _approval_off():
+    """录请求的那一趟循环由 `_Recorder` 包着客户端，审批会把它当作不可信的客户端；
+    这里测的是速度，不是审批，所以明确写 `HARNESS_APPROVAL=allow`，跑完恢复原样。"""
+    before = os.environ.get("HARNESS_APPROVAL")
+    os.environ["HARNESS_APPROVAL"] = "allow"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HARNESS_APPROVAL", None)
+        else:
+            os.environ["HARNESS_APPROVAL"] = before
+
+
 def _noop_handlers():
     return {"bash": lambda args: "ok"}
 
 
-def fake_direct(quick: bool) -> list[Figure]:
-    fake = lib_module("fake")
-    loop = lib_module("loop")
-    turns = 20  # 每次循环：20 轮工具调用 + 1 条最终回答
-    reps = 10 if quick else 60
+def _fake_loop(fake, loop, turns: int, reps: int) -> tuple[float, float, float]:
+    """脚本模式的假模型跑 `turns` 轮工具调用再加一条回答：返回（每轮用时、单独 create、差值），毫秒。"""
     script = [fake.tool_reply(fake.tool_call("bash", {"command": f"echo {i}"}))
               for i in range(turns)] + [fake.text_reply("做完了。")]
-    question = [{"role": "user", "content": "把 0 到 19 依次 echo 一遍"}]
+    question = [{"role": "user", "content": f"把 0 到 {turns - 1} 依次 echo 一遍"}]
 
     def run_loop(client):
         messages = list(question)
@@ -58,7 +72,8 @@ def fake_direct(quick: bool) -> list[Figure]:
         return (time.perf_counter() - start) / (turns + 1)
 
     recorder = _Recorder(fake.FakeClient(script))
-    run_loop(recorder)
+    with _approval_off():
+        run_loop(recorder)
     requests = recorder.requests
     assert len(requests) == turns + 1
 
@@ -77,33 +92,47 @@ def fake_direct(quick: bool) -> list[Figure]:
     for _ in range(reps):
         per_turn.append(run_loop(fake.FakeClient(script)))
         bare.append(replay())
-    t_loop, t_bare = median(per_turn) * 1000, median(bare) * 1000
-    t_diff = median(a - b for a, b in zip(per_turn, bare)) * 1000
+    diff = median(a - b for a, b in zip(per_turn, bare))
+    return median(per_turn) * 1000, median(bare) * 1000, diff * 1000
+
+
+def fake_direct(quick: bool) -> list[Figure]:
+    fake = lib_module("support.fake")
+    loop = lib_module("lesson.loop")
+    reps = 10 if quick else 60
+    short_loop, short_bare, short_diff = _fake_loop(fake, loop, 1, reps * 4)
+    long_loop, long_bare, long_diff = _fake_loop(fake, loop, 20, reps)
+    sdk = ("假模型在 openai SDK 背后作答（进程内的 HTTP 传输层）：每次请求都经过 SDK 组装请求参数、"
+           "解析响应，这部分随 messages 的条数线性增长")
     return [
-        Figure(GROUP, "假模型：循环每轮用时", t_loop, "ms", ("<=", 1),
-               note=f"每次循环 {turns + 1} 轮，{reps} 次的每轮平均取中位数；含假模型本身", digits=3),
-        Figure(GROUP, "假模型：单独 create() 每次用时", t_bare, "ms",
-               note="重放循环发出的同一串请求", digits=3),
-        Figure(GROUP, "假模型：执行框架部分（差值）", t_diff, "ms",
-               note="每次循环减去紧随其后的重放，再取中位数：组装请求、model_dump、"
-                    "分发处理函数、追加消息", digits=3),
+        Figure(GROUP, "假模型：循环每轮用时（笔记本规模）", short_loop, "ms", ("<=", 1),
+               note=f"1 轮工具调用 + 1 条回答，{reps * 4} 次取中位数；{sdk}", digits=3),
+        Figure(GROUP, "假模型：执行框架部分（笔记本规模）", short_diff, "ms",
+               note="每次循环减去紧随其后的重放：组装请求、model_dump、分发处理函数、追加消息", digits=3),
+        Figure(GROUP, "假模型：循环每轮用时（20 轮）", long_loop, "ms",
+               note=f"20 轮工具调用 + 1 条回答（最后一次请求带 41 条消息），{reps} 次的每轮平均取中位数", digits=3),
+        Figure(GROUP, "假模型：单独 create() 每次用时（20 轮）", long_bare, "ms",
+               note="重放循环发出的同一串请求：几乎全是 SDK 组装请求的开销", digits=3),
+        Figure(GROUP, "假模型：执行框架部分（20 轮）", long_diff, "ms",
+               note="循环自己的部分，与历史长短关系不大", digits=3),
     ]
 
 
 def over_http(quick: bool) -> list[Figure]:
     import openai
 
-    fake = lib_module("fake")
-    loop = lib_module("loop")
-    server_mod = lib_module("server")
+    fake = lib_module("support.fake")
+    loop = lib_module("lesson.loop")
+    server_mod = lib_module("support.endpoint")
     reps = 30 if quick else 300
     question = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
     server = server_mod.start_server("127.0.0.1", port=0)
     try:
         client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
         recorder = _Recorder(client)
-        loop.agent_loop(list(question), client=recorder, model=fake.DEFAULT_MODEL,
-                        handlers=_noop_handlers())
+        with _approval_off():
+            loop.agent_loop(list(question), client=recorder, model=fake.DEFAULT_MODEL,
+                            handlers=_noop_handlers())
         requests = recorder.requests  # messages 里都是 dict（循环存的是 model_dump 的结果）
         turns = len(requests)
         create = client.chat.completions.create
