@@ -247,6 +247,26 @@ def test_update_reuses_one_display_id(shell):
     assert view.display_id != display_id
 
 
+def test_a_table_is_a_snapshot_of_its_own_cell(shell):
+    sh, pub = shell
+    msgs = one_turn()[:2]
+    view = show_messages(msgs)  # 第 N 格：两条消息
+    first_id = view.display_id
+    shown = len(pub.outputs)
+
+    sh.execution_count += 1  # 第 N+1 格：循环往同一个列表追加，再刷新
+    msgs.extend(one_turn()[2:])
+    view.update()
+    view.update()
+    new_outputs = pub.outputs[shown:]
+    # 前一格那张表一次也没有被改写
+    assert all(out["transient"]["display_id"] != first_id for out in new_outputs)
+    assert new_outputs[0]["update"] is False and new_outputs[1]["update"] is True
+    assert new_outputs[1]["transient"]["display_id"] == view.display_id != first_id
+    assert len(rows_of(new_outputs[-1]["data"]["text/html"])) == 5
+    assert len(rows_of(pub.outputs[shown - 1]["data"]["text/html"])) == 2
+
+
 def test_update_can_switch_to_a_new_list(shell):
     _, pub = shell
     view = show_messages([])

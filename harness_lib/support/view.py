@@ -432,10 +432,14 @@ def _shell():
 
 
 class MessagesView:
-    """一张活的消息表：显示一次，之后 `update()` 原地刷新。
+    """一张活的消息表：显示一次，之后 `update()` 原地刷新——但只在显示它的那一格运行期间。
 
     它保存的是同一个列表的引用，所以循环往 `messages` 里追加消息后，调用 `view.update()`
-    就能看到列表当前的样子，页面上不会一张张往下堆。
+    就能看到列表当前的样子，同一格里页面上不会一张张往下堆。
+
+    每张表都是它那一格的快照：格子跑完，表就定住了。后面的格子再调用 `update()`，
+    会在那一格的输出里显示一张新表（从那一刻起由它接着刷新），前面那张保持原样，
+    所以“运行全部”之后、或者打开保存过的笔记本时，每张表仍然是它那一步的样子。
     """
 
     def __init__(self, messages=None, title: str | None = None):
@@ -484,13 +488,15 @@ class MessagesView:
         self._shown_in = shell.execution_count
 
     def update(self, messages=None) -> None:
-        """按列表当前的内容重画，原地替换已经显示的那张表。
+        """按列表当前的内容重画。
 
-        传入 `messages` 会改为跟踪这个新列表。还没显示过时，相当于 `show()`。
+        在显示这张表的那一格里：原地替换它。在后面的格子里：前一张表保持它那一格结束时的样子，
+        在当前这一格显示一张新表。传入 `messages` 会改为跟踪这个新列表。还没显示过时，相当于 `show()`。
         """
         if messages is not None:
             self.messages = messages
-        if self._handle is None:
+        shell = _shell()
+        if self._handle is None or (shell is not None and shell.execution_count != self._shown_in):
             self.show()
             return
         self._handle.update(self._bundle(), raw=True)
@@ -520,7 +526,7 @@ class MessagesView:
 
 
 def show_messages(messages, title: str | None = None) -> MessagesView:
-    """显示一张活的消息表并返回它；之后每轮调用 `view.update()` 原地刷新。"""
+    """显示一张消息表并返回它；同一格里每轮调用 `view.update()` 原地刷新，后面的格子里另起一张。"""
     view = MessagesView(messages, title=title)
     view.show()
     return view
