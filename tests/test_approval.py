@@ -36,7 +36,6 @@ from harness_lib import (
 from harness_lib.support import approval
 from harness_lib.support import runner
 from harness_lib.support.approval import (
-from harness_lib.support.clients import learner_environment
     DENIED_PREFIX,
     Guarded,
     Verdict,
@@ -49,6 +48,7 @@ from harness_lib.support.clients import learner_environment
     policy_from_env,
     trusted,
 )
+from harness_lib.support.clients import learner_environment
 
 NOWHERE = "http://127.0.0.1:9/v1"  # discard 端口：没有任何服务，也不会真的发请求
 REAL_ENV = {"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789", "HARNESS_MODEL": "qwen-plus",
