@@ -20,6 +20,7 @@ from harness_lib.support.errors import (
     RETRY_POLICY,
     EndpointError,
     SwitchConfigError,
+    call_model,
     classify,
     explain_error,
     from_sdk,
@@ -32,7 +33,19 @@ MODEL = "fake-agent-1"
 URL = "https://api.example.com/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "你好"}]
 KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "connection",
-         "bad_response", "no_choices", "stream_cut", "bad_request", "other"}  # EndpointError 文档里列的类别
+         "bad_response", "no_choices", "stream_cut", "bad_request", "other",
+         "balance", "content_filter", "context_length", "request_shape", "stream_error"}  # EndpointError 文档里列的类别
+
+# 服务商的原话（出处见 harness_lib.support.quirks.QUIRKS 和各行的注释）
+BALANCE = (402, "Insufficient Balance", "invalid_request_error")
+INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
+CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
+THINKING = (400, "parameter.enable_thinking must be set to false for non-streaming calls", "invalid_parameter_error")
+REASONING = (400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error")
+TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
+                  'to a preceeding message with "tool_calls".', "invalid_parameter_error")
+NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
+PROVIDER_CASES = [BALANCE, INSPECTION, CONTEXT, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
 
 
 def has_chinese(text):
@@ -60,6 +73,7 @@ def samples():
         openai.APIConnectionError(request=request),
         openai.APIResponseValidationError(httpx2.Response(200, request=request, text=page), page),
         json.JSONDecodeError("Expecting value", page, 0),
+        *[api_error(status, message, code=code) for status, message, code in PROVIDER_CASES],
         api_error(401, "Incorrect API key provided"),
         api_error(403, "no access"),
         api_error(404, "no such model"),
@@ -70,6 +84,7 @@ def samples():
         api_error(408, "request timeout"),
         api_error(409, "conflict"),
         api_error(418, "teapot"),
+        openai.APIError("An error occurred during streaming", request, body={"message": "overloaded"}),
         UnicodeEncodeError("ascii", "sk-密钥", 3, 5, "ordinal not in range(128)"),
         SwitchConfigError("模型名是空的：请在「模型名」框里填上服务商给的模型名。"),
         RuntimeError("第一行\n第二行"),
@@ -107,7 +122,8 @@ def test_each_row_is_reachable_and_explained():
 
 def test_retry_policy_names_the_retried_rows():
     retried = [rule for rule in ERROR_TABLE if rule.sdk_retries]
-    assert {rule.kind for rule in retried} == {"timeout", "connection", "rate_limit", "server", "other"}
+    assert {rule.kind for rule in retried} == {"timeout", "connection", "rate_limit", "server", "other",
+                                               "request_shape"}
     assert RETRY_POLICY == {"max_retries": 2, "timeout": 60}
 
 
@@ -141,11 +157,33 @@ def _over_mock(answer):
     return info.value, len(seen)
 
 
-def _status(code):
+def _status(code, message=None, error_code=None):
     def answer(request):
-        return httpx2.Response(code, json={"error": {"message": f"status {code}", "type": "x"}},
-                               headers={"retry-after-ms": "1"})
+        body = {"message": message or f"status {code}", "type": "x", "code": error_code}
+        return httpx2.Response(code, json={"error": body}, headers={"retry-after-ms": "1"})
     return answer
+
+
+def _error_event(request):
+    """流式回复的中途来一个错误事件（SDK 读到它时抛出 openai.APIError）。"""
+    events = (b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[]}\n\n'
+              b'data: {"error": {"message": "overloaded mid-stream", "type": "server_error"}}\n\n')
+    return httpx2.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+
+def _streamed_error():
+    """同 `_over_mock`，只是流式请求并把流读完。"""
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return _error_event(request)
+
+    client = openai.OpenAI(base_url="http://status.invalid/v1", api_key=KEY, max_retries=1,
+                           http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    with pytest.raises(Exception) as info:
+        list(client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True))
+    return info.value, len(seen)
 
 
 def _refuse(request):
@@ -162,7 +200,16 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("429", "rate_limit", _over_http(fault_server, "rate_limit")),
         ("500", "server", _over_http(fault_server, "server")),
         ("503", "server", _over_http(fault_server, "unavailable")),
-        ("400", "bad_request", _over_http(fault_server, "ok", messages=broken)),
+        ("400 工具消息不成对", "bad_request", _over_http(fault_server, "ok", messages=broken)),
+        ("400", "bad_request", _over_mock(_status(400, "Invalid value for 'temperature'"))),
+        ("402 余额不足", "balance", _over_mock(_status(*BALANCE))),
+        ("400 内容审核", "content_filter", _over_mock(_status(*INSPECTION))),
+        ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
+        ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
+        ("400 reasoning_content", "bad_request", _over_mock(_status(*REASONING))),
+        ("400 百炼的工具消息规则", "bad_request", _over_mock(_status(*TOOL_PAIR))),
+        ("500 请求形状", "request_shape", _over_mock(_status(*NO_CONTENT))),
+        ("流中途的错误事件", "other", _streamed_error()),
         ("超时", "timeout", _over_http(fault_server, "timeout", timeout=0.3)),
         ("Content-Type 是 JSON，内容是网页", "bad_response", _over_http(fault_server, "not_json")),
         ("网页 + 严格校验", "bad_response",
@@ -300,3 +347,37 @@ def test_redact():
     assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
     assert redact("right and wrong", ["right"]) == "*** and wrong"
     assert redact(f"api_key={NO_KEY}", NO_KEY) == f"api_key={NO_KEY}"  # 占位值不是秘密
+
+
+@pytest.mark.parametrize("case,expected", [
+    (BALANCE, "充值"),
+    (INSPECTION, "审核"),
+    (CONTEXT, "上下文太长"),
+    (THINKING, "enable_thinking"),
+    (REASONING, "model_dump"),
+    (TOOL_PAIR, "没有配对"),
+    (NO_CONTENT, '"content": ""'),
+], ids=["402", "data_inspection_failed", "context", "enable_thinking", "reasoning_content", "tool_pair", "500_shape"])
+def test_provider_cases_say_what_to_do_without_the_key(case, expected):
+    status, message, code = case
+    exc = api_error(status, f"{message} (key {KEY})", code=code)
+    text = explain_error(exc, KEY)
+    assert expected in text and has_chinese(text) and not key_leaks(text, KEY), text
+    assert len(text) < 400, "说明要短"
+    assert "不是你的代码" not in text
+
+
+def test_call_model_raises_endpoint_error_for_provider_400s_and_keeps_our_own_400s():
+    def client_for(case):
+        status, message, code = case
+        handler = _status(status, message, code)
+        return openai.OpenAI(base_url="http://status.invalid/v1", api_key=KEY, max_retries=0,
+                             http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+
+    for case, kind in [(INSPECTION, "content_filter"), (CONTEXT, "context_length"), (BALANCE, "balance")]:
+        with pytest.raises(EndpointError) as info:
+            call_model(client_for(case), model=MODEL, messages=MESSAGES)
+        assert info.value.kind == kind
+    for case in (TOOL_PAIR, REASONING, THINKING):  # 这些要改代码：原样抛出，03、04 教过怎样读
+        with pytest.raises(openai.BadRequestError):
+            call_model(client_for(case), model=MODEL, messages=MESSAGES)

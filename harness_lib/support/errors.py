@@ -38,10 +38,13 @@ __all__ = [
 ]
 
 RETRY_POLICY = {"max_retries": 2, "timeout": 60}
-"""真实端点的客户端设置：失败后 SDK 自动重试 2 次（一共最多 3 次请求），每次请求最多等 60 秒。
+"""真实端点的客户端设置：失败后 SDK 自动重试 2 次（一共最多 3 次请求），超时 60 秒。
+
+超时是 httpx 的超时：连接、读、写各算各的，每一步最多等 60 秒，不是整个请求的总时长。
+服务器一直慢慢地送字节（比如很长的流式回复），一次请求可以远远超过 60 秒。
 
 SDK 只重试可能自己好起来的错误：连接失败、超时、408、409、429 和 5xx，也就是 `ERROR_TABLE` 里
-`sdk_retries` 为真的那几行；401、403、404、400 不重试。
+`sdk_retries` 为真的那几行；400、401、402、403、404 不重试。
 两次尝试之间先看服务器的 `Retry-After`（或 `retry-after-ms`）响应头，没有就按 0.5、1、2……秒递增等待（最多 8 秒）。
 每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.support.clients` 建的真实客户端用的就是这组值。
 """
@@ -55,7 +58,10 @@ class EndpointError(Exception):
     """调用模型端点失败。`kind` 是简短的类别名，`explanation` 是给学习者看的中文说明。
 
     类别：auth、permission、not_found、rate_limit、server、timeout、connection、
-    bad_response、no_choices、stream_cut、bad_request、other。
+    bad_response、no_choices、stream_cut、bad_request、other，
+    以及认得出服务商原话时更具体的：balance（余额不足）、content_filter（内容审核没通过）、
+    context_length（上下文太长）、request_shape（本地服务用 500 拒绝的请求形状）、
+    stream_error（流的中途报错）。
     """
 
     def __init__(self, kind, explanation, *, original=None):
@@ -97,10 +103,47 @@ class Status:
         return f"Status({self.low})" if self.low == self.high else f"Status({self.low}, {self.high})"
 
 
+class Says:
+    """按状态码和错误体一起认：错误体（code、type、message）里出现任何一个词就算。
+
+    `Says("data_inspection_failed", status=(400,))` 只认 400；不写 `status` 时，
+    没有状态码的流中途报错（`openai.APIError`）也认。比较时不分大小写。
+    """
+
+    def __init__(self, *words: str, status: tuple[int, ...] | None = None):
+        self.words = tuple(w.lower() for w in words)
+        self.status = status
+
+    def __call__(self, exc) -> bool:
+        if not isinstance(exc, openai.APIError) or isinstance(exc, openai.APIConnectionError):
+            return False
+        code = getattr(exc, "status_code", None)
+        if self.status is not None and code not in self.status:
+            return False
+        text = _body_text(exc).lower()
+        return any(word in text for word in self.words)
+
+    def __repr__(self) -> str:
+        words = ", ".join(repr(w) for w in self.words)
+        return f"Says({words}, status={self.status})" if self.status else f"Says({words})"
+
+
+def _body_text(exc) -> str:
+    """错误体里能说明原因的文字：code、type、message，还有异常自己的消息。"""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else body
+    parts = [str(getattr(exc, "message", "") or "")]
+    if isinstance(inner, dict):
+        parts += [str(inner.get(k) or "") for k in ("code", "type", "message")]
+    elif inner:
+        parts.append(str(inner))
+    return " ".join(parts)
+
+
 class ErrorRule(NamedTuple):
     """错误分类表的一行。
 
-    - `match`：一个异常类型，或一个 `Status`（按状态码认）；
+    - `match`：一个异常类型，一个 `Status`（按状态码认），或一个 `Says`（按状态码和错误体认）；
     - `kind`：`EndpointError` 的类别名；
     - `head`：中文说明的开头，可以引用 `{host}`（服务器地址）、`{status}`（状态码）、
       `{snippet}`（回复内容的开头）、`{message}`（异常自己的消息）、`{type}`（异常类型名）、
@@ -109,7 +152,7 @@ class ErrorRule(NamedTuple):
     - `server_words`：说明后面要不要附上服务器原话。
     """
 
-    match: type | Status
+    match: type | Status | Says
     kind: str
     head: str
     sdk_retries: bool
@@ -135,6 +178,37 @@ ERROR_TABLE = [
               "本地服务（Ollama、vLLM、llama.cpp）请先确认它已经启动。", True, False),
     ErrorRule(openai.APIResponseValidationError, "bad_response", _NOT_JSON, False, False),
     ErrorRule(json.JSONDecodeError, "bad_response", _NOT_JSON, False, False),
+    # 服务商的具体情形：按错误体里的原话认，排在同一状态码的一般说明前面
+    ErrorRule(Says("insufficient balance", "insufficient_balance", "arrearage", status=(402, 400, 403)), "balance",
+              "余额不足（HTTP {status}）：账户里没钱了，重试没用。"
+              "到服务商控制台充值，或换一个有余额的密钥。", False, True),
+    ErrorRule(Says("data_inspection_failed", "datainspectionfailed", "inappropriate content"), "content_filter",
+              "内容审核没通过（阿里云百炼的 data_inspection_failed）：服务商认为输入或输出里有不合适的内容。"
+              "重试没用：那段内容还在 messages 里，每次都会再被拦下。"
+              "换个说法，或删掉触发审核的那条消息（常见是工具输出里的网页、日志）再跑。", False, True),
+    ErrorRule(Says("context_length_exceeded", "maximum context length", "context window",
+                   "range of input length", "input is too long", "prompt is too long", status=(400, 413)),
+              "context_length",
+              "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。循环每一轮都把工具输出放进去，"
+              "越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。", False, True),
+    ErrorRule(Says("enable_thinking", status=(400,)), "bad_request",
+              "这个模型默认开着思考模式（通义千问 Qwen3 一类），非流式调用不接受（HTTP {status}）。"
+              "请求里加上 extra_body={{\"enable_thinking\": False}}，或改用流式调用（08 的 agent_loop_stream）。",
+              False, True),
+    ErrorRule(Says("reasoning_content", status=(400,)), "bad_request",
+              "少了 reasoning_content（HTTP {status}，DeepSeek 思考模式）：带工具调用的那一轮助手消息，"
+              "以后每次请求都要原样带着它的 reasoning_content。用 model_dump() 追加整条消息就会带上；"
+              "自己拼字典、只抄 content 和 tool_calls 的代码会丢掉它。", False, True),
+    ErrorRule(Says("role 'tool'", 'role \"tool\"', "role \\\"tool\\\"", "followed by tool messages",
+                   "did not have response messages", status=(400,)), "bad_request",
+              "工具调用和工具结果没有配对（HTTP {status}）：每个 tool_call_id 都要有一条 tool 消息，"
+              "紧跟在提出它的那条助手消息后面。检查是不是只执行了第一个调用，"
+              "或者截短 messages 时把一对拆开了。", False, True),
+    ErrorRule(Says("'content'", "content' to be", "tool_choice", "unsupported param", "cannot use tools",
+                   "raise_exception", "unsupported role", status=(500,)), "request_shape",
+              "服务器出错（HTTP {status}），但原话说的是请求的形状：llama.cpp 一类的本地服务常把不接受的请求"
+              "写成 500，而不是 400。重试没用，先读原话。常见两种：助手消息没有 content"
+              "（补上 \"content\": \"\"）；不支持 tool_choice=\"required\"（不传它）。", True, True),
     ErrorRule(openai.AuthenticationError, "auth",
               "密钥不对（HTTP 401）：服务器不接受这个 API 密钥。请确认密钥复制完整、"
               "属于当前这家服务商（和 base_url 对得上），然后重新粘贴。", False, True),
@@ -158,6 +232,7 @@ ERROR_TABLE = [
     ErrorRule(Status(408), "other", _OTHER_STATUS, True, True),  # 服务器等请求等得超时了
     ErrorRule(Status(409), "other", _OTHER_STATUS, True, True),  # 冲突（常见于锁超时）
     ErrorRule(openai.APIStatusError, "other", _OTHER_STATUS, False, True),
+    ErrorRule(openai.APIError, "other", "服务商报告了错误（没有状态码，常见于流的中途）。", False, True),
     ErrorRule(UnicodeEncodeError, "auth",  # 请求头发不出去，SDK 连请求都没发
               "密钥或 base_url 里有非 ASCII 字符，请求头发不出去。常见原因：复制时带上了中文、"
               "全角字符或不可见的空白。请重新粘贴纯英文、数字组成的密钥。", False, False),
@@ -260,14 +335,18 @@ def call_model(client, **kwargs):
     """调用 `client.chat.completions.create(**kwargs)`，返回完整的回复。
 
     端点出错时抛出 `EndpointError`（原异常在 `original` 里）；回复不是 JSON、或者没有任何 choices，
-    也抛出 `EndpointError`。`stream=True` 时原样返回流，用 `streaming.collect_stream` 读完并检查。只有 HTTP 400 原样抛出 `openai.BadRequestError`：那说明是我们自己
-    发出的请求不合格（比如对话记录不成对），要改的是代码，不是端点，03、04 教过怎样读它。
+    也抛出 `EndpointError`。`stream=True` 时原样返回流，用 `streaming.collect_stream` 读完并检查。
+    HTTP 400 一般原样抛出 `openai.BadRequestError`：那说明是我们自己发出的请求不合格
+    （比如对话记录不成对），要改的是代码，不是端点，03、04 教过怎样读它。
+    错误体说明是余额不足、内容审核没通过、上下文太长的 400，改代码没用，也变成 `EndpointError`。
     """
     key = getattr(client, "api_key", None)
     try:
         response = client.chat.completions.create(**kwargs)
-    except openai.BadRequestError:
-        raise
+    except openai.BadRequestError as exc:
+        if classify(exc).kind == "bad_request":
+            raise  # 我们自己的请求不合格：要改代码
+        raise from_sdk(exc, key) from exc  # 余额、内容审核、上下文太长：改代码没用，说清楚怎么办
     except (openai.APIError, json.JSONDecodeError, UnicodeEncodeError) as exc:
         raise from_sdk(exc, key) from exc
     if kwargs.get("stream"):  # 流式回复：块还没到，交给 collect_stream 去拼、去检查
