@@ -8,7 +8,8 @@ import pytest
 from harness_lib import FakeClient, start_server, text_reply
 from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.fake import api_error
-from harness_lib.support.probe import CHECKS, IMPACT, PARALLEL_PROMPT, probe
+from harness_lib.support.probe import CHECKS, HINTS, IMPACT, PARALLEL_PROMPT, probe
+from harness_lib.support.quirks import QuirkClient, start_quirk_server
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-probe-sentinel-5f3a9c"
@@ -21,15 +22,17 @@ def results(df):
 
 
 def assert_all_pass(df):
-    assert list(df.columns) == ["check", "result", "detail"]
+    assert list(df.columns) == ["check", "result", "detail", "hint"]
     assert list(df["check"]) == [name for name, _ in CHECKS]
-    for check, result, detail in df.itertuples(index=False):
+    for check, result, detail, hint in df.itertuples(index=False):
         assert result in ("✓", "ℹ"), f"{check}: {result} {detail}"
-        assert detail
+        assert detail and hint == ""
 
 
-def test_every_check_has_an_impact_note():
-    assert set(IMPACT) == {name for name, _ in CHECKS}
+def test_every_check_has_an_impact_note_and_a_hint():
+    assert set(IMPACT) == set(HINTS) == {name for name, _ in CHECKS}
+    for name, hint in HINTS.items():
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in hint), name
 
 
 def test_fake_client_passes_every_check():
@@ -90,11 +93,12 @@ def test_a_dead_endpoint_gives_a_row_per_check_and_never_the_key():
     with start_server(api_key="the-right-key-000") as server:
         with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
             df = probe(client, MODEL, timeout=5)
-    assert (df["result"] == "✗").all()
+    assert (df["result"] != "✓").all() and (df["result"] == "✗").sum() == len(CHECKS) - 1  # 往返那项无从检查：ℹ
     text = df.to_string()
     assert SENTINEL not in text
     assert "401" in df["detail"][0]
-    assert "同第 1 项" in df["detail"][3], "同样的错误不必每行重复一长段"
+    assert "同第 1 项" in df["detail"][2], "同样的错误不必每行重复一长段"
+    assert (df[df["result"] == "✗"]["hint"] != "").all(), "每个 ✗ 都写着怎么办"
 
 
 class _NoStream(FakeClient):
@@ -150,3 +154,66 @@ def test_falls_back_to_max_completion_tokens():
     got = results(probe(fake, MODEL, max_tokens=400))
     assert got["普通对话"] == got["接受工具结果"] == "✓"
     assert fake.last_request["max_completion_tokens"] == 400
+
+
+
+# ---------------------------------------------------------------------------
+# 发的是循环会发的东西；不重试；遇到服务商的怪脾气时说清楚
+# ---------------------------------------------------------------------------
+
+
+def test_tool_result_check_sends_what_the_loop_sends():
+    fake = QuirkClient("deepseek_thinking")
+    got = results(probe(fake, MODEL))
+    assert got["接受工具结果"] == got["reasoning_content 的往返"] == "✓"
+    second_turns = [r for r in fake.requests if len(r["messages"]) == 3]
+    assistant = second_turns[0]["messages"][1]
+    assert assistant["reasoning_content"], "真实回复里的扩展字段原样发回"
+    assert "content" in assistant and assistant["content"] == "", "和 model_dump(exclude_none=True) 一样"
+
+
+def test_probe_does_not_wait_for_sdk_retries(fault_server):
+    fault_server.reset()
+    client = openai.OpenAI(base_url=fault_server.url("rate_limit"), api_key=SENTINEL, max_retries=2)
+    df = probe(client, MODEL, timeout=5)
+    assert (df["result"] != "✓").all()
+    sent = fault_server.hits["rate_limit"]
+    assert all(row["第几次尝试"] == 1 for row in fault_server.log), "每个请求只发一次"
+    assert sent <= len(CHECKS)
+
+
+@pytest.fixture(scope="module")
+def quirk_server():
+    with start_quirk_server() as running:
+        yield running
+
+
+def quirk_probe(server, quirk):
+    with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
+        return probe(client, f"fake-agent-1@{quirk}", timeout=10)
+
+
+def row(df, name):
+    return df[df["check"] == name].iloc[0]
+
+
+def test_probe_names_the_quirks_over_http(quirk_server):
+    no_tools = quirk_probe(quirk_server, "ollama_no_tools")
+    offered = row(no_tools, "提供工具后返回 tool_calls")
+    assert offered["result"] == "✗" and "模型" in offered["hint"]
+
+    thinking = row(quirk_probe(quirk_server, "deepseek_thinking"), "reasoning_content 的往返")
+    assert thinking["result"] == "✓" and "去掉它就被拒绝" in thinking["detail"]
+
+    content = quirk_probe(quirk_server, "llamacpp_content")
+    assert row(content, "接受工具结果")["result"] == "✗"
+    assert '"content": ""' in row(content, "没有 content 的助手消息")["hint"]
+
+    required = row(quirk_probe(quirk_server, "llamacpp_required"), 'tool_choice="required"')
+    assert required["result"] == "✗" and "不支持" in required["detail"] and "不是你的代码" not in required["detail"]
+
+    usage = row(quirk_probe(quirk_server, "moonshot_usage_in_choice"), "报告用量（usage）")
+    assert usage["result"] == "✓" and "choices[0].usage" in usage["detail"]
+
+    parallel = row(quirk_probe(quirk_server, "ollama_parallel_index0"), "并行调用：流式与非流式一致")
+    assert parallel["result"] == "✓" and "Ollama" in parallel["detail"]

@@ -1,14 +1,18 @@
-"""兼容性探针：用十个小请求检查一个端点在工具调用上的表现，结果是一张中文表。
+"""兼容性探针：用十来个小请求检查一个端点在工具调用上的表现，结果是一张中文表。
 
 辅助工具，不是课程内容；09_probe_and_replay（原文第三节 OpenAI-compatible 一段的延伸）讲怎么用、怎么读。
 
 “兼容”只说明请求和响应的字段形状一样，不保证行为一样。`probe(client, model)` 对任何
-`openai.OpenAI` 风格的客户端（真实端点、本地端点、假模型）逐项检查：
+`openai.OpenAI` 风格的客户端（真实端点、本地端点、假模型）逐项检查，发的请求和循环发的一样：
+工具结果那一项追加的是真实回复的 `model_dump(exclude_none=True)`（扩展字段照样带着），不是手写的字典。
 
-普通对话、提供工具后返回 `tool_calls`、`arguments` 是合法 JSON、接受工具结果、并行工具调用、
-`tool_choice="required"` 与 `"none"`、流式输出里的工具调用增量、用量 `usage`、响应里的扩展字段。
+检查：普通对话；提供工具后返回 `tool_calls`（不写 `tool_choice`，以及写明 `"auto"`）；`arguments` 是合法 JSON；
+接受工具结果；没有 `content` 的助手消息；`reasoning_content` 的往返；并行工具调用，流式和非流式给的是否同一组；
+`tool_choice="required"` 与 `"none"`；流式输出里的工具调用增量；用量在哪里；响应里的扩展字段。
 
-每一项自己捕获异常（一项失败不影响其余各项），每次请求都限制 `max_tokens` 并设置超时。
+每一项自己捕获异常（一项失败不影响其余各项）。每次请求都限制 `max_tokens`、设置超时，
+并且不让 SDK 自动重试（`max_retries=0`）：一个 `Retry-After` 不会让探针卡上几分钟。
+每个 ✗ 都在 `hint` 一列写着该怎么办。
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import json
 from typing import Any, Callable
 
 import openai
+import pandas as pd
 import pydantic
 
 from .runner import BASH_TOOL
 from .errors import EndpointError, explain_error
 from .streaming import accumulate
 
-__all__ = ["CHECKS", "IMPACT", "PARALLEL_PROMPT", "probe"]
+__all__ = ["CHECKS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "probe"]
 
 LIST_PY_PROMPT = "列出当前目录中的 Python 文件"
 PARALLEL_PROMPT = (
@@ -31,7 +36,7 @@ PARALLEL_PROMPT = (
     "两条命令互不依赖，请在同一条回复里发出两个 bash 工具调用，不要等第一个的结果。"
 )
 GREETING_PROMPT = "你好！请用一句话介绍你自己。"
-PROBE_CALL_ID = "call_probe_001"
+TOOL_OUTPUT = "app.py\nutils.py"
 
 OK, FAIL, INFO = "✓", "✗", "ℹ"
 
@@ -39,19 +44,41 @@ OK, FAIL, INFO = "✓", "✗", "ℹ"
 IMPACT = {
     "普通对话": "连最基本的请求都走不通：先检查 base_url、模型名和密钥。",
     "提供工具后返回 tool_calls": "模型只会用文字描述命令，循环第一轮就因为没有 tool_calls 而结束，什么都没执行。",
+    '写明 tool_choice="auto"': "有的服务不写 tool_choice 就不看工具；写明了才调用。循环默认不写。",
     "arguments 是合法 JSON": "每次调用都会变成“调用解析失败”的工具消息，模型要多花几轮重试。",
-    "接受工具结果": "第二轮请求就会被拒绝（通常是 400）：tool 消息的格式或 tool_call_id 不被接受。",
+    "接受工具结果": "第二轮请求就会被拒绝：循环追加的助手消息或 tool 消息，这个服务不接受。",
+    "没有 content 的助手消息": "循环用 model_dump(exclude_none=True) 追加消息，content 是 None 时这个键就没了；这个服务会拒绝。",
+    "reasoning_content 的往返": "思考模式的服务要求把 reasoning_content 传回去；丢了它，带工具调用的第二轮就 400。",
     "并行工具调用": "循环照样能跑，只是两件独立的事要分两轮做，多一次往返。",
+    "并行调用：流式与非流式一致": "流式循环拼出的调用和非流式不一样：可能少了调用，或者参数拼坏了。",
     'tool_choice="required"': "不能强制模型调用工具；本系列的循环不依赖它。",
     'tool_choice="none"': "不能临时禁止工具；想只要一段文字时，得改为不传 tools。",
     "流式输出里的工具调用增量": "stream=True 时拼不出工具调用，流式循环用不了；非流式循环不受影响。",
-    "报告用量（usage）": "统计不了 token 用量和费用；循环本身不受影响。",
+    "报告用量（usage）": "统计不了 token 用量，max_tokens_total 预算不起作用；循环本身照常。",
     "响应里的扩展字段": "不是错误。model_dump 会把这些字段带进 messages，下一次请求会原样发回，要确认服务接受。",
 }
 
+# 每一项不通过时，怎么办
+HINTS = {
+    "普通对话": "核对 base_url（通常以 /v1 结尾）、模型名和密钥；detail 里有服务器原话。",
+    "提供工具后返回 tool_calls": "换一个支持工具调用的模型（小模型常常只会把调用写成文字）；"
+                               "本地服务要开启工具调用（llama.cpp 加 --jinja，Ollama 选标着 tools 的模型）。",
+    '写明 tool_choice="auto"': "这个服务不认 tool_choice：请求里别写它，循环默认就不写。",
+    "arguments 是合法 JSON": "换更大的模型，或把工具参数设计得更简单；循环会把解析失败写回 tool 消息，让模型重试。",
+    "接受工具结果": "读 detail 里的原话：常见是 tool 消息的格式或 tool_call_id 不被接受，或者缺了某个扩展字段。",
+    "没有 content 的助手消息": '追加助手消息前补上 "content": ""（llama.cpp 一类的服务需要）。',
+    "reasoning_content 的往返": "用 model_dump() 追加整条消息，别自己拼字典；流式时用 accumulate 拼回，它保留这个字段。",
+    "并行工具调用": "不必处理：循环一轮执行一个调用也能完成任务，只是慢一点。",
+    "并行调用：流式与非流式一致": "用 harness_lib 的 accumulate 拼流式块：同一个 index 换了 id 时它会开新调用（Ollama 就这样发）。",
+    'tool_choice="required"': '不要传 tool_choice="required"；本系列的循环本来就不传。',
+    'tool_choice="none"': "想只要文字时，干脆不传 tools。",
+    "流式输出里的工具调用增量": "这个服务的流式工具调用不可用：改用非流式的 agent_loop。",
+    "报告用量（usage）": "流式请求带上 stream_options={\"include_usage\": True}；还没有就只好不用 token 预算，改用 max_turns 和 max_seconds。",
+    "响应里的扩展字段": "这一项本来只是提示；出错时先按 detail 里的说明修好前面的问题。",
+}
 
 class _Context:
-    """一次探测的共享状态：统一的请求参数，以及收集到的响应（供最后两项复用）。"""
+    """一次探测的共享状态：统一的请求参数，以及收集到的响应（后面几项复用）。"""
 
     def __init__(self, client, model: str, timeout: float, max_tokens: int | None):
         self.client = client
@@ -61,8 +88,11 @@ class _Context:
         self.token_param = "max_tokens"
         self.responses: list[Any] = []  # 非流式的 ChatCompletion
         self.chunks: list[Any] = []  # 流式块
-        self.tool_message: Any = None  # 第二项拿到的、带 tool_calls 的消息
-        self.stream_usage: Any = None
+        self.tool_reply: Any = None  # 第二项拿到的、带 tool_calls 的回复消息
+        self.turn: list[dict] | None = None  # 循环会追加的那一轮：助手消息（model_dump）和 tool 消息
+        self.parallel: list[tuple[str, str]] | None = None  # 非流式并行调用：(函数名, arguments)
+        self.stream_usage: str | None = None  # 流式用量在哪里："顶层" / "choices[0].usage" / None
+        self.stream_usage_value: Any = None
         self.stream_checked = False
 
     def create(self, **kwargs: Any) -> Any:
@@ -84,6 +114,34 @@ class _Context:
 
     def chat(self, content: str, **kwargs: Any) -> Any:
         return self.create(messages=[{"role": "user", "content": content}], **kwargs)
+
+    def stream(self, **kwargs: Any) -> list[Any]:
+        """发一次流式请求，把块全部读回来（无论成败都关掉流）。"""
+        stream = self.create(stream=True, stream_options={"include_usage": True}, **kwargs)
+        self.stream_checked = True
+        chunks = []
+        try:
+            for chunk in stream:
+                chunks.append(chunk)
+        finally:
+            close = getattr(stream, "close", None)
+            if callable(close):
+                close()
+        self.chunks.extend(chunks)
+        self._note_usage(chunks)
+        return chunks
+
+    def _note_usage(self, chunks: list[Any]) -> None:
+        for chunk in chunks:
+            if getattr(chunk, "usage", None):
+                self.stream_usage, self.stream_usage_value = "顶层的用量块", chunk.usage
+                return
+        for chunk in chunks:
+            for choice in getattr(chunk, "choices", None) or []:
+                usage = (choice.model_extra or {}).get("usage")
+                if usage:
+                    self.stream_usage, self.stream_usage_value = "choices[0].usage", usage
+                    return
 
 
 def _clip(text: Any, limit: int = 40) -> str:
@@ -108,8 +166,30 @@ def _calls_text(calls: Any) -> str:
     return "；".join(f"{c.function.name}({_clip(c.function.arguments, 60)})" for c in calls)
 
 
+def _pairs(calls: Any) -> list[tuple[str, str]]:
+    """调用列表（SDK 对象或字典）→ [(函数名, 规整后的 arguments)]，用来比较两组调用是否相同。"""
+    out = []
+    for c in calls or []:
+        function = c["function"] if isinstance(c, dict) else c.function.model_dump()
+        raw = function.get("arguments") or ""
+        try:
+            raw = json.dumps(json.loads(raw), ensure_ascii=False, sort_keys=True)
+        except ValueError:
+            pass
+        out.append((function.get("name") or "", raw))
+    return out
+
+
+def _loop_turn(message: Any) -> list[dict]:
+    """循环会追加的那一轮：`model_dump(exclude_none=True)` 的助手消息，加上每个调用的 tool 消息。"""
+    turn = [message.model_dump(exclude_none=True)]
+    for call in message.tool_calls or []:
+        turn.append({"role": "tool", "tool_call_id": call.id, "content": TOOL_OUTPUT})
+    return turn
+
+
 # ---------------------------------------------------------------------------
-# 十项检查：每项返回 (结果, 说明)，结果是 True / False / None（仅供参考）
+# 各项检查：每项返回 (结果, 说明)，结果是 True / False / None（仅供参考）
 # ---------------------------------------------------------------------------
 
 
@@ -125,19 +205,30 @@ def _plain_chat(ctx: _Context) -> tuple[bool | None, str]:
 def _tools_offered(ctx: _Context) -> tuple[bool | None, str]:
     message, finish = _first(ctx.chat(LIST_PY_PROMPT, tools=[BASH_TOOL]))
     if not message.tool_calls:
-        return False, (f"提供了 bash 工具，回复里却没有 tool_calls，只有文字：「{_clip(message.content)}」。"
-                       f"{_length_note(finish)}")
-    ctx.tool_message = message
+        return False, (f"提供了 bash 工具（没写 tool_choice），回复里却没有 tool_calls，只有文字："
+                       f"「{_clip(message.content)}」。{_length_note(finish)}")
+    ctx.tool_reply = message
     note = "" if finish == "tool_calls" else (
         f"（finish_reason 是 {finish!r} 而不是 'tool_calls'；本系列的循环只看 tool_calls，不受影响）")
     return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}{note}"
 
 
+def _choice_auto(ctx: _Context) -> tuple[bool | None, str]:
+    message, finish = _first(ctx.chat(LIST_PY_PROMPT, tools=[BASH_TOOL], tool_choice="auto"))
+    if message.tool_calls:
+        if ctx.tool_reply is None:
+            ctx.tool_reply = message
+            return True, (f"写明 \"auto\" 才调用了工具：{_calls_text(message.tool_calls)}。"
+                          "不写 tool_choice 时没有调用：这个服务要写明。")
+        return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}"
+    return False, f"写明了 \"auto\" 也没有 tool_calls：「{_clip(message.content)}」{_length_note(finish)}"
+
+
 def _arguments_json(ctx: _Context) -> tuple[bool | None, str]:
-    if ctx.tool_message is None:
-        return False, "上一项没有拿到工具调用，无从检查。"
+    if ctx.tool_reply is None:
+        return False, "前两项都没有拿到工具调用，无从检查。"
     required = BASH_TOOL["function"]["parameters"].get("required", [])
-    for call in ctx.tool_message.tool_calls:
+    for call in ctx.tool_reply.tool_calls:
         raw = call.function.arguments
         try:
             value = json.loads(raw)
@@ -152,25 +243,47 @@ def _arguments_json(ctx: _Context) -> tuple[bool | None, str]:
 
 
 def _tool_result(ctx: _Context) -> tuple[bool | None, str]:
-    messages = [
-        {"role": "user", "content": LIST_PY_PROMPT},
-        {"role": "assistant", "content": None, "tool_calls": [{
-            "id": PROBE_CALL_ID, "type": "function",
-            "function": {"name": "bash", "arguments": json.dumps({"command": "ls *.py"})},
-        }]},
-        {"role": "tool", "tool_call_id": PROBE_CALL_ID, "content": "app.py\nutils.py"},
-    ]
+    if ctx.tool_reply is None:
+        return False, "前面没有拿到工具调用，发不出循环的第二轮。"
+    ctx.turn = _loop_turn(ctx.tool_reply)
+    sent = ", ".join(sorted(ctx.turn[0]))
+    messages = [{"role": "user", "content": LIST_PY_PROMPT}, *ctx.turn]
     message, finish = _first(ctx.create(messages=messages, tools=[BASH_TOOL]))
     if message.tool_calls:
-        return True, f"接受了工具结果；模型又发出了调用：{_calls_text(message.tool_calls)}"
+        return True, f"接受了循环的第二轮（助手消息的键：{sent}）；模型又发出了调用：{_calls_text(message.tool_calls)}"
     if not message.content:
         return False, f"请求被接受，但回复是空的（finish_reason={finish}）。{_length_note(finish)}"
-    return True, f"接受了工具结果，回答：「{_clip(message.content)}」"
+    return True, f"接受了循环的第二轮（助手消息的键：{sent}），回答：「{_clip(message.content)}」"
+
+
+def _no_content(ctx: _Context) -> tuple[bool | None, str]:
+    if ctx.turn is None:
+        return False, "前面没有拿到工具调用，无从检查。"
+    assistant = {k: v for k, v in ctx.turn[0].items() if k != "content"}
+    messages = [{"role": "user", "content": LIST_PY_PROMPT}, assistant, *ctx.turn[1:]]
+    _first(ctx.create(messages=messages, tools=[BASH_TOOL]))
+    return True, "助手消息里没有 content 键，服务照样接受。"
+
+
+def _reasoning(ctx: _Context) -> tuple[bool | None, str]:
+    if ctx.turn is None:
+        return None, "前面没有拿到工具调用，无从检查。"
+    if "reasoning_content" not in ctx.turn[0]:
+        return None, "回复里没有 reasoning_content（不是思考模式），不涉及。"
+    stripped = {k: v for k, v in ctx.turn[0].items() if k != "reasoning_content"}
+    messages = [{"role": "user", "content": LIST_PY_PROMPT}, stripped, *ctx.turn[1:]]
+    try:
+        ctx.create(messages=messages, tools=[BASH_TOOL])
+    except openai.BadRequestError as exc:
+        return True, ("回复带 reasoning_content；原样发回被接受，去掉它就被拒绝（HTTP 400）："
+                      f"这个服务要求传回。原话：{_clip(explain_error(exc, getattr(ctx.client, 'api_key', None)), 80)}")
+    return True, "回复带 reasoning_content；原样发回和去掉它，服务都接受。"
 
 
 def _parallel(ctx: _Context) -> tuple[bool | None, str]:
     message, finish = _first(ctx.chat(PARALLEL_PROMPT, tools=[BASH_TOOL]))
     calls = message.tool_calls or []
+    ctx.parallel = _pairs(calls)
     if len(calls) >= 2:
         ids = [c.id for c in calls]
         if len(set(ids)) != len(ids):
@@ -181,8 +294,36 @@ def _parallel(ctx: _Context) -> tuple[bool | None, str]:
     return False, f"没有给出工具调用：「{_clip(message.content)}」{_length_note(finish)}"
 
 
+def _parallel_stream(ctx: _Context) -> tuple[bool | None, str]:
+    chunks = ctx.stream(messages=[{"role": "user", "content": PARALLEL_PROMPT}], tools=[BASH_TOOL])
+    result = accumulate(chunks)
+    streamed = _pairs(result["message"].get("tool_calls"))
+    ids_at: dict[int, set] = {}
+    for chunk in chunks:
+        for choice in chunk.choices or []:
+            for part in (choice.delta.tool_calls if choice.delta else None) or []:
+                if part.id:
+                    ids_at.setdefault(part.index, set()).add(part.id)
+    reused = [i for i, ids in ids_at.items() if len(ids) > 1]
+    note = (f"（流里同一个 index {reused[0]} 出现了 {len(ids_at[reused[0]])} 个不同的 id，像 Ollama 那样；"
+            "accumulate 已按 id 分开）") if reused else ""
+    if ctx.parallel is None:
+        return None, f"非流式那一项没有结果，只看流式：{len(streamed)} 个调用{note}"
+    if streamed == ctx.parallel:
+        return True, f"两种方式给的是同一组调用（{len(streamed)} 个）{note}"
+    if len(streamed) == len(ctx.parallel):
+        return None, (f"调用个数相同（{len(streamed)} 个），参数不同：模型每次的回答可以不一样，"
+                      f"这不一定是问题{note}")
+    return False, f"非流式 {len(ctx.parallel)} 个调用，流式拼回 {len(streamed)} 个{note}"
+
+
 def _choice_required(ctx: _Context) -> tuple[bool | None, str]:
-    message, finish = _first(ctx.chat(GREETING_PROMPT, tools=[BASH_TOOL], tool_choice="required"))
+    try:
+        message, finish = _first(ctx.chat(GREETING_PROMPT, tools=[BASH_TOOL], tool_choice="required"))
+    except openai.InternalServerError as exc:
+        words = _clip((exc.body or {}).get("message") if isinstance(exc.body, dict) else "", 60) or "（空）"
+        return False, (f"只因为写了 tool_choice=\"required\"，服务就回了 HTTP {exc.status_code}（原话：{words}）："
+                       "它不支持这个取值，这不是临时故障（llama-cpp-python 就这样）。")
     if message.tool_calls:
         return True, f"打招呼也被要求调用工具，给出了：{_calls_text(message.tool_calls)}"
     return False, f"要求必须调用工具，回复里却只有文字：「{_clip(message.content)}」{_length_note(finish)}"
@@ -198,19 +339,7 @@ def _choice_none(ctx: _Context) -> tuple[bool | None, str]:
 
 
 def _stream_deltas(ctx: _Context) -> tuple[bool | None, str]:
-    stream = ctx.create(messages=[{"role": "user", "content": LIST_PY_PROMPT}], tools=[BASH_TOOL],
-                        stream=True, stream_options={"include_usage": True})
-    ctx.stream_checked = True
-    chunks = []
-    try:
-        for chunk in stream:
-            chunks.append(chunk)
-    finally:
-        close = getattr(stream, "close", None)
-        if callable(close):
-            close()
-    ctx.chunks.extend(chunks)
-    ctx.stream_usage = next((c.usage for c in chunks if getattr(c, "usage", None)), None)
+    chunks = ctx.stream(messages=[{"role": "user", "content": LIST_PY_PROMPT}], tools=[BASH_TOOL])
     deltas = [d for c in chunks for ch in (c.choices or []) if ch.index == 0 and ch.delta is not None
               for d in (ch.delta.tool_calls or [])]
     result = accumulate(chunks)  # 没有 finish_reason 时抛出 EndpointError
@@ -227,12 +356,16 @@ def _stream_deltas(ctx: _Context) -> tuple[bool | None, str]:
         except ValueError:
             return False, f"按 index 拼回后，arguments 不是合法 JSON：{_clip(call['function']['arguments'])}"
     pieces = sum(1 for d in deltas if d.function and d.function.arguments)
-    return True, (f"收到 {len(chunks)} 块，{len(deltas)} 块带工具调用增量（参数分 {pieces} 段）；"
-                  f"拼回后：{'；'.join(c['function']['name'] + '(' + _clip(c['function']['arguments'], 60) + ')' for c in calls)}，"
+    empty = sum(1 for c in chunks if not c.choices)
+    return True, (f"收到 {len(chunks)} 块（其中 {empty} 块 choices 为空），{len(deltas)} 块带工具调用增量"
+                  f"（参数分 {pieces} 段）；拼回后："
+                  f"{'；'.join(c['function']['name'] + '(' + _clip(c['function']['arguments'], 60) + ')' for c in calls)}，"
                   f"finish_reason={result['finish_reason']}")
 
 
 def _usage_text(usage: Any) -> str:
+    if isinstance(usage, dict):
+        return f"total {usage.get('total_tokens')}"
     return f"prompt {usage.prompt_tokens} / completion {usage.completion_tokens} / total {usage.total_tokens}"
 
 
@@ -242,13 +375,13 @@ def _usage(ctx: _Context) -> tuple[bool | None, str]:
         ctx.chat(GREETING_PROMPT)
         plain = next((r for r in ctx.responses if getattr(r, "usage", None)), None)
     if not ctx.stream_checked:
-        stream = ctx.chat(GREETING_PROMPT, stream=True, stream_options={"include_usage": True})
-        chunks = list(stream)
-        ctx.chunks.extend(chunks)
-        ctx.stream_usage = next((c.usage for c in chunks if getattr(c, "usage", None)), None)
+        ctx.stream(messages=[{"role": "user", "content": GREETING_PROMPT}])
+    where = ctx.stream_usage
     parts = [f"非流式：{_usage_text(plain.usage) if plain else '没有'}",
-             f"流式（include_usage）：{_usage_text(ctx.stream_usage) if ctx.stream_usage else '没有'}"]
-    ok = plain is not None and ctx.stream_usage is not None
+             f"流式（include_usage）：{_usage_text(ctx.stream_usage_value) + '，在' + where if where else '没有'}"]
+    if where == "choices[0].usage":
+        parts.append("不在标准的位置（月之暗面这样做）；accumulate 两处都认，预算照样生效")
+    ok = plain is not None and where is not None
     return ok, "；".join(parts)
 
 
@@ -287,9 +420,13 @@ def _extras(ctx: _Context) -> tuple[bool | None, str]:
 CHECKS: list[tuple[str, Callable[[_Context], tuple[bool | None, str]]]] = [
     ("普通对话", _plain_chat),
     ("提供工具后返回 tool_calls", _tools_offered),
+    ('写明 tool_choice="auto"', _choice_auto),
     ("arguments 是合法 JSON", _arguments_json),
     ("接受工具结果", _tool_result),
+    ("没有 content 的助手消息", _no_content),
+    ("reasoning_content 的往返", _reasoning),
     ("并行工具调用", _parallel),
+    ("并行调用：流式与非流式一致", _parallel_stream),
     ('tool_choice="required"', _choice_required),
     ('tool_choice="none"', _choice_none),
     ("流式输出里的工具调用增量", _stream_deltas),
@@ -304,16 +441,21 @@ def _describe(exc: BaseException, client: Any) -> str:
     return explain_error(exc, getattr(client, "api_key", None))
 
 
-def probe(client, model, *, timeout=30.0, max_tokens=1024):
-    """对一个端点跑一遍兼容性检查，返回 `pandas.DataFrame`（列：check、result、detail）。
+def _quiet(client: Any) -> Any:
+    """同一个客户端，只是不自动重试：探针的每个请求只发一次。"""
+    with_options = getattr(client, "with_options", None)
+    return with_options(max_retries=0) if callable(with_options) else client
 
-    `result` 是 ✓（通过）、✗（不通过）或 ℹ（仅供参考，不算失败）；`detail` 是中文说明。
-    每一项单独捕获异常：一项出错只记为 ✗，其余各项照常检查。每次请求带 `timeout`（秒）
-    和 `max_tokens`（端点不认时自动改用 `max_completion_tokens`）。一共大约八次小请求。
+
+def probe(client, model, *, timeout=30.0, max_tokens=200):
+    """对一个端点跑一遍兼容性检查，返回 `pandas.DataFrame`（列：check、result、detail、hint）。
+
+    `result` 是 ✓（通过）、✗（不通过）或 ℹ（仅供参考，不算失败）；`detail` 是中文说明，
+    `hint` 是不通过时该怎么办。每一项单独捕获异常：一项出错只记为 ✗，其余各项照常检查。
+    每次请求带 `timeout`（秒）和 `max_tokens`（端点不认时自动改用 `max_completion_tokens`），
+    SDK 不自动重试。一共十来个小请求。
     """
-    import pandas as pd
-
-    ctx = _Context(client, model, timeout, max_tokens)
+    ctx = _Context(_quiet(client), model, timeout, max_tokens)
     rows = []
     errors: dict[str, int] = {}  # 出错说明 -> 第一次出现在第几项
     for number, (name, check) in enumerate(CHECKS, start=1):
@@ -324,5 +466,5 @@ def probe(client, model, *, timeout=30.0, max_tokens=1024):
             detail = f"出错（同第 {errors[text]} 项）" if text in errors else f"出错：{text}"
             errors.setdefault(text, number)
         mark = OK if ok else (INFO if ok is None else FAIL)
-        rows.append({"check": name, "result": mark, "detail": detail})
-    return pd.DataFrame(rows, columns=["check", "result", "detail"])
+        rows.append({"check": name, "result": mark, "detail": detail, "hint": HINTS[name] if mark == FAIL else ""})
+    return pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])
