@@ -539,7 +539,8 @@ def test_verdict():
 @pytest.mark.parametrize("command", [
     "ls", "ls -la", "ls *.py", "cat README.md", "head -n 3 app.py", "tail -n 2 data/notes.txt", "wc -l app.py",
     "pwd", "echo 你好", "grep -rn greet .", "find . -name '*.py'", "find . -type f", "date", "date +%s",
-    "whoami", "git status", "git log --oneline -5", "git diff HEAD", "git show HEAD",
+    "whoami", "date -d tomorrow +%F", "date --date tomorrow", "date -Iseconds", "date -u", "cat /dev/zero",
+    "tail -f app.py", "grep -r greet src", "cat notes/process.txt",
     "ls | grep py | wc -l", "echo 'a; rm -rf x'", "echo '$(rm x)'", 'echo "a|b"', "grep '#include' a.c",
     "l\\s", '"ls" -la',
 ])
@@ -561,9 +562,25 @@ def test_allowlist_allows_read_only_commands(command):
     ("find . -delete", "-delete"), ("find . '-delete'", "-delete"), ("find . -exec rm {} +", "花括号"),
     ("find . -exec rm x", "-exec"), ("find . -execdir ls", "-execdir"), ("find . -fprint out", "-fprint"),
     ("find * -name x", "通配符"), ("find . -name *.py", "通配符"),
-    ("git push", "push"), ("git", "没有子命令"), ("git -c core.pager=x log", "-c"), ("git commit -m x", "commit"),
-    ("git log --output=x", "--output"), ("git diff --ext-diff", "--ext-diff"), ("git diff *", "通配符"),
-    ("date -s 2020-01-01", "-s"), ("date --set=now", "-s"),
+    ("date -s 2020-01-01", "-s"), ("date --set=now", "-s"), ("date -us now", "-s"),
+    # GNU getopt：长选项无歧义的前缀就是那个选项
+    ("date --s=2020-01-01", "--set"), ("date --se 2020-01-01", "--set"), ("date --set", "--set"),
+    ("date 010100002030", "设置系统时间"), ("date -u 0101", "设置系统时间"), ("date -- 0101", "设置系统时间"),
+    # git 读仓库的配置，配置可以点名程序：一律先问人
+    ("git status", "core.fsmonitor"), ("git diff", "diff.external"), ("git log -p", "textconv"),
+    ("git show HEAD", "git 不在"), ("git push", "git 不在"), ("git -c core.pager=x log", "git 不在"),
+    # 别的进程的环境变量、内存，以及凭据文件
+    ("cat /proc/self/environ", "proc"), ("cat /proc/1/environ", "proc"), ("grep -a KEY /proc/*/environ", "proc"),
+    ("cat /proc/self/mem", "proc"), ("cat /proc/1/cmdline", "proc"), ("head -c 99 /proc/self/environ", "proc"),
+    ("cat ../../../../../proc/1/environ", "proc"), ("cat /pr?c/1/environ", "proc"), ("cat /*/self/environ", "proc"),
+    ("cat //proc/./self/environ", "proc"), ("cat /pro\\c/self/environ", "proc"), ("cat '/proc/self/environ'", "proc"),
+    ("grep -f/proc/self/environ x", "proc"), ("grep --file=/proc/self/environ x", "proc"),
+    ("ls /proc", "proc"), ("cat /dev/mem", "/dev/mem"), ("cat /dev/kmem", "/dev/kmem"),
+    ("cat ~/.ssh/id_rsa", ".ssh"), ("cat ~/.aws/credentials", ".aws"), ("cat ~/.netrc", ".netrc"),
+    ("cat .env", ".env"), ("cat ~/.s?h/id_rsa", ".ssh"),
+    # 递归的 grep 不能走出工作目录（/ 下面就有 /proc）
+    ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -R KEY ~", "递归"),
+    ("grep --recursive KEY /home", "递归"), ("grep --rec KEY /", "递归"), ("grep -d recurse KEY /", "递归"),
 ])
 def test_allowlist_denies_tricky_commands(command, why):
     verdict = check_allowlist(command, windows=False)

@@ -316,3 +316,151 @@ def test_git_log_and_bare_commit_do_not_block(tmp_path):
     assert "第一次提交" in log and "[退出码" not in log
     assert "editor" in commit.lower() and re.search(r"\[退出码 [1-9]\d*\]$", commit)
     assert "[超时" not in commit
+
+
+# ---- 命令看不到秘密 ----
+
+SECRET_VARS = ["DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "GITHUB_TOKEN",
+               "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AZURE_CLIENT_SECRET", "DB_PASSWORD",
+               "MY_SERVICE_TOKEN", "HARNESS_MODE", "OPENAI_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS"]
+
+
+@pytest.fixture()
+def secret_env(monkeypatch):
+    """环境里放上几家服务商的密钥（随机的哨兵值），以及一个普通变量。"""
+    values = {}
+    for name in SECRET_VARS:
+        values[name] = f"sentinel-{name.lower()}-{os.urandom(8).hex()}"
+        monkeypatch.setenv(name, values[name])
+    monkeypatch.setenv("MY_ORDINARY_SETTING", "visible-value")
+    return values
+
+
+@pytest.mark.parametrize("command", ["env", "printenv", "set", "export -p", "declare -x",
+                                     "cat /proc/self/environ | tr '\\0' '\\n'",
+                                     "sh -c 'cat /proc/$$/environ' | tr '\\0' '\\n'"])
+def test_commands_see_no_secrets(secret_env, command):
+    """子进程的环境里没有像凭据的变量：连名字都没有（名字不会被打码，所以这证明的是“去掉了”）。"""
+    out = run_bash(command)
+    assert "MY_ORDINARY_SETTING" in out, out[:500]  # 普通变量照常传下去
+    for name, value in secret_env.items():
+        assert name not in out, (command, name)
+        assert value[:12] not in out and value[-12:] not in out
+
+
+def test_command_env_is_one_function_in_secrets():
+    from harness_lib.support.secrets import command_env, hidden_from_commands
+    env = {"PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "TOKENIZERS_PARALLELISM": "false",
+           "ANTHROPIC_API_KEY": "x", "GH_TOKEN": "x", "CI_JOB_TOKEN": "x", "SOME_SECRET_THING": "x",
+           "MYSQL_PASSWORD": "x", "AWS_PROFILE": "x", "AZURE_TENANT_ID": "x", "HF_HOME": "x",
+           "HARNESS_APPROVAL": "x", "OPENAI_ORG_ID": "x", "DATABASE_URL": "postgres://u:p4ssw0rd-long@h/db",
+           "GOOGLE_APPLICATION_CREDENTIALS": "/k.json", "SSH_AUTH_SOCK": "/tmp/agent"}
+    kept = command_env(env)
+    assert sorted(kept) == ["HOME", "LANG", "PATH", "TOKENIZERS_PARALLELISM"]
+    assert all(hidden_from_commands(k, v) for k, v in env.items() if k not in kept)
+    assert bash.child_env()["GIT_OPTIONAL_LOCKS"] == "0"
+
+
+@linux_only
+def test_secrets_read_from_another_process_are_masked(secret_env, tmp_path):
+    """白名单之外（人批准了、或者可信的假模型）读到父进程一类的环境：交回的文字里秘密值被抹掉。"""
+    holder = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"], **secret_env})
+    try:
+        link = tmp_path / "innocent.txt"
+        link.symlink_to(f"/proc/{holder.pid}/environ")  # 工作目录里的符号链接，指向别的进程的环境
+        out = run_bash("cat innocent.txt | tr '\\0' '\\n'", cwd=tmp_path)
+        assert "HF_TOKEN=***" in out and "DASHSCOPE_API_KEY=***" in out
+        fragment = secret_env["GITHUB_TOKEN"][5:15]  # 10 个字符的片段也抹掉
+        assert run_bash(f"echo before-{fragment}-after") == "before-***-after\n"
+        for name in ["DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "GITHUB_TOKEN"]:
+            assert secret_env[name][-16:] not in out
+        # 地址、模型名这类不是秘密的设置不打码（它们只是不交给命令）
+        assert secret_env["OPENAI_BASE_URL"][-16:] in out
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---- 命令里的 git 不运行配置点名的程序 ----
+
+def hostile_repo(root: Path) -> Path:
+    """一个配置里点名了程序的 git 仓库：每个程序一运行，就在 root 外面留下一个标记文件。"""
+    repo = root / "repo"
+    marks = root / "marks"
+    marks.mkdir()
+    repo.mkdir()
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.name", "测试")
+    git("config", "user.email", "test@example.com")
+    (repo / "app.py").write_text("print(1)\n", encoding="utf-8")
+    git("add", "app.py")
+    git("commit", "-q", "-m", "第一次提交")
+    for name in ["fsmonitor", "pager", "gpg", "hook", "external"]:
+        script = root / f"evil-{name}.sh"
+        script.write_text(f"#!/bin/sh\ntouch '{marks}/{name}'\n", encoding="utf-8")
+        script.chmod(0o755)
+    git("config", "core.fsmonitor", str(root / "evil-fsmonitor.sh"))
+    git("config", "core.pager", str(root / "evil-pager.sh"))
+    git("config", "pager.log", str(root / "evil-pager.sh"))
+    git("config", "log.showSignature", "true")
+    git("config", "gpg.program", str(root / "evil-gpg.sh"))
+    git("config", "diff.external", str(root / "evil-external.sh"))
+    hooks = repo / ".git" / "hooks"
+    for hook in ["pre-commit", "commit-msg", "post-commit", "reference-transaction"]:
+        (hooks / hook).write_text(f"#!/bin/sh\ntouch '{marks}/hook-{hook}'\n", encoding="utf-8")
+        (hooks / hook).chmod(0o755)
+    (repo / "app.py").write_text("print(2)\n", encoding="utf-8")  # 有改动：git status 要刷新索引
+    return repo
+
+
+def test_git_config_programs_are_switched_off(tmp_path):
+    repo = hostile_repo(tmp_path)
+    # 先证明这个仓库确实有毒：不经过执行器时，git status 会运行 fsmonitor
+    subprocess.run(["git", "status"], cwd=repo, capture_output=True)
+    assert (tmp_path / "marks" / "fsmonitor").exists()
+    (tmp_path / "marks" / "fsmonitor").unlink()
+    index = (repo / ".git" / "index").read_bytes()
+    for command in ["git status", "git log", "git log --show-signature", "git show HEAD --stat", "git -p log"]:
+        out = run_bash(command, cwd=repo, timeout=20)
+        assert "[超时" not in out, (command, out)
+    assert (repo / ".git" / "index").read_bytes() == index  # GIT_OPTIONAL_LOCKS=0：git status 不改写索引
+    out = run_bash("git commit --allow-empty -m 钩子不该运行", cwd=repo, timeout=20)
+    assert "[退出码" not in out, out  # 提交照常成功，只是钩子和签名程序都没运行
+    assert sorted(p.name for p in (tmp_path / "marks").iterdir()) == []
+
+
+def test_diff_external_is_not_switched_off_by_the_runner(tmp_path):
+    """如实记录：diff.external 没法在环境里关掉（设成空值会让每次 git diff 都失败），
+    所以 git 不在只读白名单里；人批准 git diff 之前要知道这一点。"""
+    repo = hostile_repo(tmp_path)
+    run_bash("git diff", cwd=repo, timeout=20)
+    assert (tmp_path / "marks" / "external").exists()
+    from harness_lib.support.approval import check_allowlist
+    assert not check_allowlist("git diff", windows=False).allowed
+
+
+# ---- 不会结束的命令：超时和输出上限兜底 ----
+
+@linux_only
+def test_tail_follow_is_bounded_by_the_timeout(tmp_path):
+    log = tmp_path / f"follow-{MARK}.log"
+    log.write_text("第一行\n", encoding="utf-8")
+    start = time.monotonic()
+    out = run_bash(f"tail -f {log}", timeout=1)
+    assert time.monotonic() - start < 5
+    assert out.startswith("第一行\n") and "[超时：命令运行超过 1 秒" in out
+    assert alive_with(f"follow-{MARK}") == []  # tail 已经结束，没有留在后台
+
+
+@linux_only
+def test_endless_output_is_bounded_by_the_cap_and_the_timeout():
+    start = time.monotonic()
+    out = run_bash("cat /dev/zero", timeout=1.5, max_chars=2000)
+    assert time.monotonic() - start < 6
+    assert len(out) <= 2000 and "[超时" in out and CUT.search(out)
+    omitted = int(CUT.search(out).group(1))
+    assert omitted > 1_000_000  # 读了很多，但只留下开头和结尾

@@ -50,22 +50,35 @@
 `ask_stdin` 返回 None，决定退回白名单。测试和笔记本可以传入自己的 `ask(说明) -> str | None`
 代替真人回答，例如 `guard(handlers, client, "ask", ask=lambda text: "n 不要删文件")`。
 
-白名单（`check_allowlist`）只认这些只读程序：`ls cat head tail wc pwd echo grep find date whoami`，
-以及 `git status / log / diff / show`。`find` 不能带 `-exec`、`-delete`、`-fprint` 一类动作；
-`git` 不能带 `--output`、`--ext-diff`；`date` 不能带 `-s`。命令先按 shell 的引号规则扫描，
-引号外的 `;`、`&`、`||`、重定向 `<` `>`、`$`（变量与 `$( )`）、反引号、括号、花括号、注释 `#`，
-以及任何位置的换行一律拒绝；`|` 只允许连接两个都在白名单里的程序。然后用 `shlex` 切词检查。
-`find`、`git`、`date` 的参数里不允许引号外的通配符，因为通配符展开后可能变成一个选项
-（比如一个名叫 `-delete` 的文件）。白名单只管“会不会改动东西”，不管“会不会读到秘密”：
-`cat` 照样能读出私钥文件，所以交给真实端点之前，工作目录里不要放敏感文件。
+白名单（`check_allowlist`）只认这些只读程序：`ls cat head tail wc pwd echo grep find date whoami`。
+命令先按 shell 的引号规则扫描，引号外的 `;`、`&`、`||`、重定向 `<` `>`、`$`（变量与 `$( )`）、反引号、
+括号、花括号、注释 `#`，以及任何位置的换行一律拒绝；`|` 只允许连接两个都在白名单里的程序。
+然后用 `shlex` 切词，逐个程序检查：
+- `find` 不能带 `-exec`、`-delete`、`-fprint` 一类动作；`find`、`date` 的参数里不允许引号外的通配符，
+  因为通配符展开后可能变成一个选项（比如一个名叫 `-delete` 的文件）。
+- `date` 不能带 `-s`，也不能带 `--set` 的任何缩写（GNU getopt 把无歧义的前缀当成完整的长选项，
+  `date --s=…` 就是 `--set`）；不以 `+` 开头的参数（`MMDDhhmm`）也会设置时间，一并拒绝。
+- 任何参数都不能指向 `/proc`（别的进程的环境变量 `environ`、内存 `mem`、命令行 `cmdline`……，
+  `/proc/self` 也算）、`/dev/mem` 一类设备，以及常见的凭据位置（`.ssh`、`.aws`、`.netrc`、`.env`……），
+  包括用 `..`、通配符拼出来的写法。
+- 递归的 `grep` 只能在工作目录里找：路径不能是绝对路径、不能以 `~` 开头、不能含 `..`。
+- `git` 不在白名单里。仓库自己的配置可以点名要运行的程序：`git status` 会运行 `core.fsmonitor`，
+  `git diff`、`git log -p` 会运行 `diff.external`、`diff.<驱动>.textconv`，`git status`、`git diff`
+  还会运行 `filter.<驱动>.clean`。后几样按驱动的名字配置，没法统一关掉，所以 git 一律先问人。
+  （执行器另外在命令行一级关掉了 fsmonitor、钩子、分页器和签名程序，见 `runner`。）
+白名单只管“会不会改动东西、会不会读到别的进程的秘密”，挡不住一切：工作目录里的符号链接可以指向别处，
+`cat` 照样跟着读。执行器把命令环境里的秘密都去掉了，交回的文字也会抹掉环境里的秘密值，
+但交给真实端点之前，工作目录里仍然不要放敏感文件。
 Windows 上命令交给 cmd.exe，引号规则不同，所以只认 `dir type echo whoami findstr`，并且拒绝所有
 特殊字符（包括引号）。这个分支在本项目的测试里只检查了判断结果，没有在 Windows 上运行过。
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import posixpath
 import re
 import shlex
 import sys
@@ -106,14 +119,26 @@ CLIP = 60  # 说明里引用文字时最多保留的字符数
 
 READ_ONLY_TOOLS = frozenset({"read_file", "glob"})  # 只读的工具：不审批，原样保留
 READ_ONLY_PROGRAMS = frozenset({
-    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "find", "date", "whoami", "git",
+    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "find", "date", "whoami",
 })
-GIT_READ_ONLY = frozenset({"status", "log", "diff", "show"})
-GIT_BAD_OPTIONS = ("--output", "--ext-diff", "--textconv")  # 写文件，或运行配置里的外部程序
+# git 不在白名单里：仓库自己的配置可以点名程序（core.fsmonitor、diff.external、diff.<驱动>.textconv、
+# filter.<驱动>.clean），git status、git diff、git log -p 会运行它们，而后两类按名字配置，没法统一关掉。
+GIT_REASON = ("git 不在只读白名单里：仓库的配置可以点名要运行的程序（core.fsmonitor、diff.external、"
+              "textconv、filter），git status、git diff、git log -p 都可能运行它们，需要人批准")
 FIND_ACTIONS = frozenset({
     "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
 })
-NO_GLOB_PROGRAMS = frozenset({"find", "git", "date"})  # 通配符展开后可能变成选项
+# 会改动东西的长选项。GNU getopt 接受长选项的任何无歧义前缀（`date --s=…` 就是 `--set`），
+# 所以只要一个长选项是这些名字的前缀，就拒绝。
+DANGEROUS_LONG_OPTIONS = {"date": ("set",)}
+GREP_RECURSIVE = ("-r", "-R")
+# 暴露别的进程的环境变量或内存的路径，以及常见的凭据文件：按路径的各段比较
+SECRET_PATH_PARTS = (
+    "proc", ".ssh", ".aws", ".azure", ".gnupg", ".kube", ".docker", ".netrc", ".git-credentials",
+    ".pypirc", ".npmrc", ".env", "gcloud",
+)
+SECRET_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/core")
+NO_GLOB_PROGRAMS = frozenset({"find", "date"})  # 通配符展开后可能变成选项
 WINDOWS_PROGRAMS = frozenset({"dir", "type", "echo", "whoami", "findstr"})
 WINDOWS_SPECIAL = set("&|<>^%!()\"'`;\r\n")
 
@@ -330,28 +355,118 @@ def _scan(command: str) -> list[tuple[str, bool]]:
     return segments
 
 
+def _long_prefix_of(word: str, names) -> str | None:
+    """`word` 是不是某个长选项的缩写（GNU getopt 的规则：无歧义的前缀就算数）。是的话返回那个选项名。"""
+    if not word.startswith("--") or word == "--":
+        return None
+    given = word[2:].split("=", 1)[0]
+    for name in names:
+        if given and name.startswith(given):
+            return name
+    return None
+
+
+def _path_candidates(word: str) -> list[str]:
+    """一个词里可能是路径的部分：词本身、`=` 后面的值、短选项后面紧跟着的值（如 `-f/proc/…`）。"""
+    found = [word]
+    if word.startswith("-") and "=" in word:
+        found.append(word.split("=", 1)[1])
+    if word.startswith("-") and not word.startswith("--") and len(word) > 2:
+        found.append(word[2:])
+    return found
+
+
+def _secret_path(word: str, glob: bool) -> str | None:
+    """这个词会不会读到别的进程的环境或内存、或者常见的凭据文件。会的话返回理由。"""
+    for candidate in _path_candidates(word):
+        normal = posixpath.normpath(candidate) if candidate else candidate
+        if normal.startswith(SECRET_DEVICES):
+            return f"{word} 会读内存或设备"
+        parts = [p for p in candidate.split("/") if p]
+        outside = candidate.startswith(("/", "~")) or ".." in parts
+        for part in parts:
+            if part in SECRET_PATH_PARTS:
+                what = "别的进程的环境变量和内存" if part == "proc" else "凭据文件"
+                return f"{word} 指向 {part}：可能读到{what}"
+            if glob and any(ch in part for ch in "*?["):
+                for secret in SECRET_PATH_PARTS:
+                    if (outside or secret.startswith(".")) and fnmatch.fnmatchcase(secret, part) \
+                            and (secret.startswith(".") == part.startswith(".")):
+                        return f"{word} 展开后可能指向 {secret}"
+    return None
+
+
+def _check_date(words: list[str]) -> str | None:
+    """date 只能显示时间：不能带 -s/--set（包括缩写），也不能带不以 + 开头的参数（MMDDhhmm 会设置时间）。"""
+    skip = False
+    options_done = False
+    for word in words[1:]:
+        if skip:
+            skip = False
+            continue
+        if not options_done and word == "--":
+            options_done = True
+            continue
+        if not options_done and word.startswith("--"):
+            if _long_prefix_of(word, DANGEROUS_LONG_OPTIONS["date"]):
+                return f"date 的 {word} 就是 --set（GNU 接受长选项的缩写），会修改系统时间"
+            if "=" not in word and _long_prefix_of(word, ("date", "file", "reference")):
+                skip = True
+            continue
+        if not options_done and word.startswith("-") and len(word) > 1:
+            for i, letter in enumerate(word[1:], start=1):  # 一串短选项：带值的字母把后面的字吃掉
+                if letter == "s":
+                    return "date 的 -s/--set 会修改系统时间"
+                if letter in "dfrI":
+                    skip = letter != "I" and i == len(word) - 1
+                    break
+            continue
+        if not word.startswith("+"):
+            return f"date 的参数 {word!r} 不以 + 开头：这种写法会设置系统时间"
+    return None
+
+
+def _check_grep(words: list[str]) -> str | None:
+    """递归的 grep 只能在工作目录里找：路径不能是绝对路径、不能以 ~ 开头、不能含 ..。"""
+    recursive = False
+    for word in words[1:]:
+        if word.startswith("--"):
+            if _long_prefix_of(word, ("recursive", "dereference-recursive", "directories")):
+                recursive = True
+        elif word.startswith("-") and re.search(r"[rRd]", word[1:]):
+            recursive = True
+    if not recursive:
+        return None
+    for word in words[1:]:
+        if word.startswith("-"):
+            continue
+        parts = [p for p in word.split("/") if p]
+        if word.startswith(("/", "~")) or ".." in parts:
+            return f"递归的 grep 只能在工作目录里找，{word!r} 会走出去（比如读到 /proc 里别的进程的环境）"
+    return None
+
+
 def _check_words(words: list[str], glob: bool) -> str | None:
     """检查一段命令切好的词；不允许时返回理由，允许时返回 None。"""
     program = words[0]
+    if program == "git":
+        return GIT_REASON
     if program not in READ_ONLY_PROGRAMS:
         return f"程序 {program!r} 不在只读白名单里"
     if glob and program in NO_GLOB_PROGRAMS:
         return f"{program} 的参数里有引号外的通配符，展开后可能变成一个选项"
-    if program == "git":
-        if len(words) < 2 or words[1] not in GIT_READ_ONLY:
-            sub = words[1] if len(words) > 1 else "（没有子命令）"
-            return f"git 只允许 status、log、diff、show，这里是 {sub}"
-        for word in words[2:]:
-            if word.startswith(GIT_BAD_OPTIONS):
-                return f"git 的 {word} 会写文件或运行外部程序"
+    for word in words[1:]:
+        problem = _secret_path(word, glob)
+        if problem:
+            return problem
     if program == "find":
         for word in words[1:]:
             if word in FIND_ACTIONS:
                 return f"find 的 {word} 会执行命令、删除或写文件"
     if program == "date":
-        for word in words[1:]:
-            if word.startswith("--set") or re.match(r"-[^-]*s", word):
-                return "date 的 -s/--set 会修改系统时间"
+        return _check_date(words)
+    if program == "grep":
+        return _check_grep(words)
     return None
 
 

@@ -6,7 +6,9 @@
 - `Recorder(client)`：给任何 `openai.OpenAI` 客户端接上一段“录音线路”，`recorder.client` 是接好线的
   客户端（真正的 SDK 客户端），`Recorder` 本身也能直接当客户端用；每次请求的 JSON 请求体、
   响应的原始 JSON（流式时是每个 SSE 事件）都记下来。`recorder.save(path)` 写成 JSONL，一次调用一行。
-  不记录请求头，也不记录密钥；万一密钥出现在对话内容里，写文件时也会被替换掉。
+  不记录请求头，也不记录密钥。写文件前，录像里的每一段文字都经过 `secrets.redact`：
+  客户端的密钥、`secrets=` 给出的字符串，以及环境里的秘密值（`*_API_KEY`、`*_TOKEN` 等变量的值），
+  连同它们的片段，都换成 `[已隐去的密钥]`。所以工具打印出来的密钥、401 报错里回显的半截密钥也留不下来。
 - `ReplayClient(path)`：离线的回放客户端，也是真正的 `openai.OpenAI`：它的线路按录制的顺序
   回出同样的响应，SDK 照常解析。这次的请求和录像里的不一样时（比如 `messages` 走岔了），
   抛出中文说明的 `ReplayMismatchError`；`ReplayClient(path, check=False)` 则不检查，只按顺序回放。
@@ -27,7 +29,8 @@ from typing import Any, Iterable, Iterator
 import httpx2
 import openai
 
-from .wire import OfflineClient, OfflineHTTP, error_body, json_response, sse_response
+from .secrets import redact
+from .wire import OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, json_response, sse_response
 
 __all__ = [
     "Recorder",
@@ -41,7 +44,6 @@ __all__ = [
 # 回放时逐项比较的请求字段
 _COMPARED = ("messages", "tools", "tool_choice", "stream")
 _REDACTED = "[已隐去的密钥]"
-_MIN_SECRET = 8  # 太短的字符串不当作密钥替换，免得误伤正文
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 
 
@@ -159,7 +161,7 @@ class Recorder:
 
     `Recorder(client)` 之后可以直接把它当 client 用（例如 `agent_loop(..., client=recorder)`），
     最后 `recorder.save(path)` 写出 JSONL。`secrets` 是额外需要从文件里抹掉的字符串；
-    被包住的客户端自己的 `api_key` 总是会被抹掉。
+    被包住的客户端自己的 `api_key` 和环境里的秘密值总是会被抹掉（见 `secrets.redact`）。
     """
 
     def __init__(self, client: openai.OpenAI, *, secrets: Iterable[str] = ()):
@@ -173,20 +175,24 @@ class Recorder:
 
     def _all_secrets(self) -> list[str]:
         found = [*self._secrets, getattr(self.original, "api_key", None)]
-        keep = {s for s in found if isinstance(s, str) and len(s) >= _MIN_SECRET}
-        return sorted(keep, key=len, reverse=True)  # 先换长的，再换短的
+        # 离线线路的占位密钥不是秘密：抹掉它的片段只会误伤正文（比如 "offline" 这个词）
+        return [s for s in found if isinstance(s, str) and s and s != OFFLINE_KEY]
+
+    def _scrub(self, value: Any, keys: list[str]) -> Any:
+        """录像里的每一段文字（包括字典的键）都交给 `secrets.redact`。"""
+        if isinstance(value, str):
+            return redact(value, keys, mask=_REDACTED)
+        if isinstance(value, dict):
+            return {self._scrub(k, keys): self._scrub(v, keys) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrub(v, keys) for v in value]
+        return value
 
     def lines(self) -> list[str]:
-        """录像的每一行（JSON 文本，中文原样保存，密钥已替换）。"""
-        out = []
-        for entry in self.calls:
-            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-            for secret in self._all_secrets():
-                line = line.replace(secret, _REDACTED)
-                escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
-                line = line.replace(escaped, _REDACTED)
-            out.append(line)
-        return out
+        """录像的每一行（JSON 文本，中文原样保存，密钥和环境里的秘密值已替换）。"""
+        keys = self._all_secrets()
+        return [json.dumps(self._scrub(entry, keys), ensure_ascii=False, separators=(",", ":"))
+                for entry in self.calls]
 
     def save(self, path: str | Path) -> Path:
         """把录像写成 UTF-8 的 JSONL 文件（一次调用一行），返回文件路径。"""

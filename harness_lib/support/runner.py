@@ -13,7 +13,16 @@
   截断点落在完整字符上，结果（连同说明文字）不超过 `max_chars` 个字符。
 - 先按 UTF-8 解码，不行再用控制台/区域设置的编码，最后用替换字符兜底。
 - 设置 `PAGER=cat`、`GIT_EDITOR=false` 等环境变量，分页器和编辑器不会卡住。
-- 不把模型的密钥 `OPENAI_API_KEY` 交给命令：模型让我们跑 `env` 时，密钥不会跟着工具结果回到 `messages`。
+- 命令看不到秘密：交给命令的环境由 `secrets.command_env()` 给出，去掉了所有像凭据的变量
+  （`*_API_KEY`、`*_TOKEN`、`*SECRET*`、`*PASSWORD*`、云服务的 `AWS_*` 等）、本项目的 `HARNESS_*`
+  和 openai SDK 的 `OPENAI_*`。模型让我们跑 `env`、`cat /proc/self/environ` 时，密钥不会跟着工具结果回到 `messages`。
+- 交回的文字再经过 `secrets.redact`：万一命令从别处读到了环境里的秘密值（比如父进程的
+  `/proc/<pid>/environ`），值和它任何 8 个字符以上的片段都换成 `***`。编码过的（如 base64）认不出来。
+- 命令里的 git 不运行仓库配置里点名的几类程序：用 `GIT_CONFIG_COUNT` 一类环境变量在命令行一级
+  关掉 `core.fsmonitor`、钩子（`core.hooksPath=/dev/null`）、分页器、签名程序（`gpg.program` 等）
+  和 `log.showSignature`，并设 `GIT_OPTIONAL_LOCKS=0`，让 `git status` 不顺手改写索引。
+  `diff.external`、`textconv` 和 `filter` 驱动没法这样关掉（见 docs/approval.md），
+  所以 git 不在只读白名单里。
 - 操作系统层面的错误（目录不存在、找不到 shell）以中文文字返回，不抛异常。
 
 平台差异：
@@ -41,6 +50,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from .secrets import command_env, redact
 
 BASH_TOOL = {
     "type": "function",
@@ -70,8 +81,30 @@ _CHUNK = 1 << 16  # 每次从管道读取的字节数
 _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_EDITOR": "false", "EDITOR": "false",
               "VISUAL": "false", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb"}
 
-# 不传给命令的环境变量：模型的密钥只给执行框架自己用，命令的输出会原样交回模型。
-_HIDDEN_ENV = {"OPENAI_API_KEY"}
+# 命令里的 git 不运行仓库配置点名的程序：这些设置的优先级和 `git -c` 一样，高于仓库自己的配置。
+# diff.external 不在其中：把它设成空值会让每一次 git diff 都失败。
+GIT_SAFE_CONFIG = {
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.pager": "cat",
+    "log.showSignature": "false",
+    "gpg.program": "false",
+    "gpg.ssh.program": "false",
+    "gpg.x509.program": "false",
+}
+
+
+def _git_safe_env() -> dict[str, str]:
+    env = {"GIT_CONFIG_COUNT": str(len(GIT_SAFE_CONFIG)), "GIT_OPTIONAL_LOCKS": "0"}
+    for i, (key, value) in enumerate(GIT_SAFE_CONFIG.items()):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+def child_env() -> dict[str, str]:
+    """交给命令的环境：去掉秘密（`secrets.command_env`），再加上安静和关掉 git 外部程序的设置。"""
+    return {**command_env(), **_QUIET_ENV, **_git_safe_env()}
 
 
 def list_py_command() -> str:
@@ -261,7 +294,7 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
     """
     if not isinstance(command, str):
         return f"[错误：command 应该是字符串，收到的是 {type(command).__name__}]"
-    env = {**{k: v for k, v in os.environ.items() if k.upper() not in _HIDDEN_ENV}, **_QUIET_ENV}
+    env = child_env()
     common = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.STDOUT, cwd=cwd, env=env)
     try:
@@ -321,4 +354,4 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
         elif code:
             notes.append(f"[退出码 {code}]")
     head, tail, total = sink.snapshot()
-    return _format(head, tail, total, notes, max_chars)
+    return redact(_format(head, tail, total, notes, max_chars))
