@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness_lib.support import runner as bash
+from harness_lib.support.approval import check_allowlist
+from harness_lib.support.secrets import command_env, hidden_from_commands
 
 BASH_PY = Path(bash.__file__)
 run_bash = bash.run_bash
@@ -349,7 +351,6 @@ def test_commands_see_no_secrets(secret_env, command):
 
 
 def test_command_env_is_one_function_in_secrets():
-    from harness_lib.support.secrets import command_env, hidden_from_commands
     env = {"PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "TOKENIZERS_PARALLELISM": "false",
            "ANTHROPIC_API_KEY": "x", "GH_TOKEN": "x", "CI_JOB_TOKEN": "x", "SOME_SECRET_THING": "x",
            "MYSQL_PASSWORD": "x", "AWS_PROFILE": "x", "AZURE_TENANT_ID": "x", "HF_HOME": "x",
@@ -439,7 +440,6 @@ def test_diff_external_is_not_switched_off_by_the_runner(tmp_path):
     repo = hostile_repo(tmp_path)
     run_bash("git diff", cwd=repo, timeout=20)
     assert (tmp_path / "marks" / "external").exists()
-    from harness_lib.support.approval import check_allowlist
     assert not check_allowlist("git diff", windows=False).allowed
 
 

@@ -20,6 +20,7 @@ from harness_lib.support.record import (
 )
 from harness_lib.lesson.stream import agent_loop_stream
 from harness_lib.support.fake import CutStreamClient
+from harness_lib.support.secrets import NO_KEY, env_secrets, redact
 from harness_lib.support.streaming import stream_turn
 
 MODEL = "fake-agent-1"
@@ -173,3 +174,58 @@ def test_recorder_passes_other_attributes_through():
     script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"}))])
     assert Recorder(script).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "x"}], tools=[BASH_TOOL]).choices[0].message.tool_calls
+
+
+# ---------------------------------------------------------------------------
+# 打码：录像、错误说明、切换器和执行器用同一个 secrets.redact
+# ---------------------------------------------------------------------------
+
+
+def test_environment_secrets_and_their_fragments_never_reach_a_recording(tmp_path, monkeypatch):
+    """环境里别家的密钥：工具打印出来的、401 报错里回显的半截，都不会留在 JSONL 里。"""
+    dashscope = "sk-dashscope-" + "a1b2c3d4e5f6a7b8c9d0"
+    hf = "hf_" + "QwErTyUiOpAsDfGhJkLz"
+    monkeypatch.setenv("DASHSCOPE_API_KEY", dashscope)
+    monkeypatch.setenv("HF_TOKEN", hf)
+    echoed = f"Incorrect API key provided: {dashscope[:14]}****{dashscope[-4:]}"
+    fake = FakeClient(script=[tool_reply(tool_call("bash", {"command": "env"})), api_error(401, echoed),
+                              text_reply("好了")])
+    recorder = Recorder(fake)
+    messages = [{"role": "user", "content": "看看环境"}]
+    first = recorder.chat.completions.create(model=MODEL, messages=messages, tools=[BASH_TOOL]).choices[0].message
+    messages += [first.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": first.tool_calls[0].id,
+                  "content": f"HF_TOKEN={hf}\nPART={hf[3:13]}\nDASHSCOPE_API_KEY={dashscope}"}]
+    with pytest.raises(openai.AuthenticationError):
+        recorder.chat.completions.create(model=MODEL, messages=messages, tools=[BASH_TOOL])
+    recorder.chat.completions.create(model=MODEL, messages=messages, tools=[BASH_TOOL])
+    text = recorder.save(tmp_path / "env.jsonl").read_text(encoding="utf-8")
+    for secret in (dashscope, hf):
+        grams = {secret[i:i + 8] for i in range(len(secret) - 7)}
+        assert not [g for g in grams if g in text], secret
+    assert "HF_TOKEN=[已隐去的密钥]" in text and "PART=[已隐去的密钥]" in text
+    assert "Incorrect API key provided: [已隐去的密钥]" in text
+
+
+def test_redact_covers_explicit_keys_and_the_environment(monkeypatch):
+    token = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm"
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    monkeypatch.setenv("HF_TOKEN_PATH", "/home/learner/.cache/huggingface/token")  # 位置，不是秘密
+    monkeypatch.setenv("HARNESS_MODEL", "qwen-plus-latest")  # 设置，不是秘密
+    monkeypatch.setenv("SHORT_TOKEN", "abc")  # 太短，不当作秘密
+    assert token in env_secrets()
+    assert redact(f"x {token} y") == "x *** y"
+    assert redact(f"x {token[2:10]} y") == "x *** y"  # 8 个字符的片段
+    assert redact(f"x {token[2:9]} y") == f"x {token[2:9]} y"  # 7 个字符的片段不算
+    assert redact("path /home/learner/.cache/huggingface/token model qwen-plus-latest abc") == \
+        "path /home/learner/.cache/huggingface/token model qwen-plus-latest abc"
+    assert redact("key=sk-explicit-123456", "sk-explicit-123456") == "key=***"
+    assert redact(f"api_key={NO_KEY}", NO_KEY) == f"api_key={NO_KEY}"
+    assert redact(f"[{token}]", mask="[已隐去的密钥]") == "[[已隐去的密钥]]"
+
+
+def test_the_offline_placeholder_key_is_not_a_secret(tmp_path):
+    recorder = Recorder(FakeClient(script=[text_reply("offline 模式下也能回答")]))
+    recorder.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "offline？"}])
+    text = recorder.save(tmp_path / "o.jsonl").read_text(encoding="utf-8")
+    assert "offline 模式下也能回答" in text and "offline？" in text
