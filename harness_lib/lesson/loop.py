@@ -4,7 +4,7 @@
 
 - `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
 - `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`bash_handler`、`HANDLERS`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
-- `agent_loop`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
+- `agent_loop`、`NOT_EXECUTED`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
 本文件由 `make lesson`（`python scripts/export_lesson.py`）从这些标记格子生成，不要手改：
@@ -130,7 +130,10 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
 # （笔记本里这一格最后的表达式只用来显示结果，模块里略去）
 
 
-# %% notebooks/05_limits.ipynb 第 59 格
+# %% notebooks/05_limits.ipynb 第 62 格
+NOT_EXECUTED = ("错误（调用解析失败）", "错误（执行授权失败）")  # 这两层停在处理函数动手之前（04）
+
+
 def check_transcript(messages):
     """用原文第四节的四个问题检查一份对话记录，返回 {问题: 是否成立}。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
@@ -144,6 +147,10 @@ def check_transcript(messages):
     paired = bool(calls) and all(
         cid in answered and answered[cid] > pos for cid, pos in calls.items()
     ) and all(cid in calls for cid in answered)
+    executed = any(
+        msgs[i].get("content") and not str(msgs[i]["content"]).startswith(NOT_EXECUTED)
+        for i in answered.values()
+    )
     last = msgs[-1] if msgs else {}
     finished = (
         bool(answered)
@@ -153,7 +160,7 @@ def check_transcript(messages):
     )
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
-        "2. 程序真的执行了处理函数": any(msgs[i].get("content") for i in answered.values()),
+        "2. 程序真的执行了处理函数": executed,
         "3. 调用和结果成对回到了上下文": paired,
         "4. 模型看到结果后继续，直到不再请求工具": finished,
     }
