@@ -184,8 +184,8 @@ ERROR_TABLE = [
               "到服务商控制台充值，或换一个有余额的密钥。", False, True),
     ErrorRule(Says("data_inspection_failed", "datainspectionfailed", "inappropriate content"), "content_filter",
               "内容审核没通过（阿里云百炼的 data_inspection_failed）：服务商认为输入或输出里有不合适的内容。"
-              "重试没用：那段内容还在 messages 里，每次都会再被拦下。"
-              "换个说法，或删掉触发审核的那条消息（常见是工具输出里的网页、日志）再跑。", False, True),
+              "原样重试多半没用：触发审核的内容若在 messages 里（常见是工具输出里的网页、日志），每次都会再被拦下。"
+              "删掉那条消息或换个说法再跑。", False, True),
     ErrorRule(Says("context_length_exceeded", "maximum context length", "context window",
                    "range of input length", "input is too long", "prompt is too long", status=(400, 413)),
               "context_length",

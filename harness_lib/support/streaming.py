@@ -208,7 +208,7 @@ def stream_error(error: Any, received: int, original: BaseException | None = Non
     kind = rule.kind if rule.kind not in ("other", "bad_request") else "stream_error"
     text = explain_error(exc)
     return EndpointError(kind, f"服务商在流式回复的中途报错（已收到 {received} 块）。{text}"
-                               "半条消息没有放进 messages。", original=original)
+                               "（半条消息没有放进 messages。）", original=original)
 
 
 def _is_stream_error(exc: BaseException) -> bool:
