@@ -703,3 +703,21 @@ def test_allowlist_policy_never_asks(plain_client, files):
     assert decide("ls", policy="allowlist", ask=nobody_may_ask).allowed
     assert "app.py" in execute_tool_call(bash_call("ls"), gated)
     assert execute_tool_call(as_call("write_file", {"path": "b.txt", "content": ""}), gated).startswith(DENIED_PREFIX)
+
+
+def test_auto_runs_read_only_commands_of_an_untrusted_client_without_asking(tmp_path):
+    """auto：不可信的客户端提出只读白名单里的命令，不打扰人；别的命令才问。"""
+    asked = []
+
+    def person(text):
+        asked.append(text)
+        return "n 不要"
+
+    remote = openai.OpenAI(base_url=NOWHERE, api_key="x")
+    handlers = guard({"bash": lambda args: run_bash(args["command"], cwd=tmp_path)}, remote, "auto", ask=person)
+    (tmp_path / "seen.txt").write_text("x")
+    assert handlers["bash"]({"command": "ls"}).strip() == "seen.txt"  # 真的运行了
+    assert asked == []
+    out = handlers["bash"]({"command": "touch made.txt"})
+    assert out.startswith(DENIED_PREFIX) and "不要" in out
+    assert asked == ["touch made.txt"] and not (tmp_path / "made.txt").exists()

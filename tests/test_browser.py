@@ -6,10 +6,10 @@ nbclient 的无头执行（test_notebooks.py）看不到前端：小部件画没
 - 00：菜单 Run → Run All Cells 全部跑通；切换器显示出“假模型（离线）/真实端点”，默认选中假模型，
   `switch.test_connection()` 给出 ✅；在下拉框里选“本项目的本地端点”，点“测试连接”按钮看到 ✅ 连接成功，
   重新运行 `client, MODEL = switch.current()` 那一格，输出从 FakeClient 变成 OpenAI；
-  第一次调用经 HTTP 再做一遍，消息表在原地从 1 行变成 2 行；点回“假模型（离线）”，又变回 FakeClient。
-- 03：一段一段地运行，每次追加消息后，第一步建的那张消息表（同一个输出区）行数等于格子里打印的
-  消息条数，整本笔记本里始终只有这一张表；全部跑完后，每个建表的格子正好一张表；
-  `simple_loop` 运行时那张表在原地逐轮刷新；用切换器换成本地端点后，同一个循环经 HTTP 再跑一遍。
+  第一次调用经 HTTP 再做一遍；点回“假模型（离线）”，又变回 FakeClient。
+- 03：一段一段地运行。每张消息表都是它那一格的快照：第一步建的表停在 1 行；后面每个调用
+  `view.update()` 的格子输出自己的一张表，行数等于格子里打印的消息条数；每格最多一张表，不会越堆越多。
+  `simple_loop` 运行时，运行循环的那一格里的表逐轮原地刷新；用切换器换成本地端点后，同一个循环经 HTTP 再跑一遍。
 - 两本都检查：没有报错输出，浏览器控制台没有错误。
 
 截图存到 `artifacts/browser/`（不进 git）；README 用的那张是从这里挑出来、复制到 `docs/screenshots/` 的。
@@ -243,9 +243,10 @@ def test_setup_notebook_switch_and_table(open_notebook):
         assert "✅ 假模型可用" in nb.output_text(probe)
         expect(sw["status"]).to_contain_text("✅ 假模型可用")
         assert client_kind(nb, client_cell) == "FakeClient"
-        # 消息表：整本只有一张，调用之后原地变成两行
-        assert nb.total_views() == 1
-        assert nb.rows_in(view) == 2 == header_count(nb, view)
+        # 消息表是快照：建表那一格停在 1 行，调用之后刷新的那一格是 2 行；每格一张
+        assert nb.rows_in(view) == 1 == header_count(nb, view)
+        assert nb.rows_in(update) == 2 == header_count(nb, update)
+        assert nb.total_views() == 2
         nb.shot("00_after_run_all", scroll_to=switch)
 
         # 换成本项目的本地端点：测试连接 ✅，重新取 client，变成 openai.OpenAI
@@ -254,13 +255,14 @@ def test_setup_notebook_switch_and_table(open_notebook):
         assert client_kind(nb, client_cell) == "OpenAI"
         assert "fake-agent-1" in nb.output_text(client_cell)
 
-        # 第一次调用经 HTTP 再做一遍：同一格里的表先是 1 行，调用之后原地变成 2 行
+        # 第一次调用经 HTTP 再做一遍：建表那一格 1 行，刷新那一格 2 行，前一张没有被改写
         nb.run_cells(view)
         assert nb.rows_in(view) == 1
         nb.run_cells(call, update)
-        assert nb.rows_in(view) == 2 == header_count(nb, view)
+        assert nb.rows_in(view) == 1
+        assert nb.rows_in(update) == 2 == header_count(nb, update)
         assert "role: assistant" in nb.output_text(update)
-        assert nb.total_views() == 1
+        assert nb.total_views() == 2
         nb.shot("00_local_endpoint", scroll_to=switch)
 
         # 换回假模型
@@ -295,46 +297,42 @@ def test_one_request_live_table_and_loop(open_notebook):
         assert client_kind(nb, client_cell) == "FakeClient"
         assert nb.rows_in(view) == 1
         assert nb.total_views() == 1
-        area = nb.cell(view).locator(".jp-Cell-outputArea")
-        area.evaluate("a => { a.dataset.probe = 'first-view'; }")  # 记住这个输出区，后面确认还是它
-        same_area = nb.page.locator("[data-probe='first-view']")
 
-        # 每次追加消息、调用 view.update() 之后：同一个输出区、同一张表，行数 = 打印出的消息条数
+        # 每次追加消息、调用 view.update() 之后：那一格输出一张此刻的表，行数 = 打印出的消息条数；
+        # 第一步那张表停在 1 行
         seen, start = [1], view + 1
         for u in updates:
             nb.run_cells(start, u)
             m = re.search(r"messages 现在有 (\d+) 条", nb.output_text(u))
             assert m, f"第 {u} 格应当打印 messages 的条数，实际：{nb.output_text(u)!r}"
-            expect(same_area).to_have_count(1)
-            assert same_area.locator(".messages-view").count() == 1
-            assert nb.rows_in(view) == int(m.group(1)) == header_count(nb, view)
-            assert nb.total_views() == 1, "刷新应当在原地进行，页面上不应多出新表"
-            seen.append(nb.rows_in(view))
+            assert nb.rows_in(u) == int(m.group(1)) == header_count(nb, u)
+            assert nb.rows_in(view) == 1, "第一步那张表是它那一格的快照，后面的格子不应当改写它"
+            seen.append(nb.rows_in(u))
             start = u + 1
-        assert seen == sorted(set(seen)), f"第一步那张表的行数应当逐次增加，实际 {seen}"
+        assert seen == sorted(set(seen)), f"各步的表的行数应当逐次增加，实际 {seen}"
         final_rows = seen[-1]
 
-        # 跑完剩下的格子，同时盯着循环那张表的输出区
-        loop_area = nb.cell(loop_view).locator(".jp-Cell-outputArea")
+        # 跑完剩下的格子，同时盯着运行循环那一格的输出区
+        loop_area = nb.cell(loop_run).locator(".jp-Cell-outputArea")
         loop_area.evaluate(WATCH_JS)
         nb.run_from(start)
         nb.shot("03_live_table", scroll_to=loop_view, until=loop_run + 1)
 
-        # 每个建表的格子正好一张表，整本的表数 = 建表的格子数；第一步那张表没有再变
-        views = view_cells(nb)
-        assert view in views and loop_view in views
-        for i in views:
-            assert nb.rows_in(i) == header_count(nb, i) >= 1
-        assert nb.total_views() == len(views)
-        assert nb.rows_in(view) == final_rows
-        # 循环的表和手工一步步做出来的表是同一个形状
-        loop_rows = nb.rows_in(loop_view)
-        assert loop_rows == final_rows
+        # 每格最多一张表，不会越堆越多；建表的格子停在建表时的样子
+        for i, c in enumerate(nb.cells):
+            if c["cell_type"] == "code":
+                assert nb.views_in(i).count() <= 1, f"第 {i} 格的输出里有不止一张消息表"
+        assert nb.rows_in(view) == 1
+        assert nb.rows_in(loop_view) == 1 == header_count(nb, loop_view)
+        # 循环那一格的表和手工一步步做出来的表是同一个形状
+        loop_rows = nb.rows_in(loop_run)
+        assert loop_rows == final_rows == header_count(nb, loop_run)
         # 逐轮刷新：每一轮结束时（助手消息和它引出的工具消息都追加之后）表里的行数，都应当被看到过
         watched = loop_area.evaluate("a => a.__seen")
         assert max(n for n, _ in watched) == 1, f"循环那个输出区里同时出现过多张表：{watched}"
         rows = [r for n, r in watched if n == 1]
-        assert rows == [1, *turn_ends(roles_in(nb, loop_view))], f"循环那张表没有逐轮刷新：{watched}"
+        assert rows == turn_ends(roles_in(nb, loop_run)), f"循环那张表没有逐轮刷新：{watched}"
+        total = nb.total_views()
 
         # 用切换器换成本地端点，同一个 simple_loop 经 HTTP 再跑一遍
         choose_local_endpoint(nb, switch)
@@ -342,11 +340,11 @@ def test_one_request_live_table_and_loop(open_notebook):
         assert client_kind(nb, client_cell) == "OpenAI"
         loop_area.evaluate(WATCH_JS)
         nb.run_cells(loop_view, loop_run)
-        assert nb.rows_in(loop_view) == header_count(nb, loop_view) == final_rows
+        assert nb.rows_in(loop_run) == header_count(nb, loop_run) == final_rows
         rows = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
-        assert rows == [1, *turn_ends(roles_in(nb, loop_view))], f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
+        assert rows == turn_ends(roles_in(nb, loop_run)), f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
         assert nb.output_text(loop_run).strip(), "循环应当打印出最后的回答"
-        assert nb.total_views() == len(views)
+        assert nb.total_views() == total
         nb.shot("03_loop_local_endpoint", scroll_to=loop_view)
 
         # 换回假模型

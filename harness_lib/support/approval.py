@@ -29,7 +29,7 @@
 内容的开头；edit_file 是路径，以及要被替换的原文和新文字（过长时截短）。
 
 策略由参数 `policy` 指定；不指定时，在调用 `guard` 的那一刻读环境变量 `HARNESS_APPROVAL`，默认 `auto`：
-- `auto`：可信的客户端不审批；不可信的逐条询问，无法询问时退回白名单；
+- `auto`：可信的客户端不审批；不可信的客户端，只读白名单里的命令直接放行，其余逐条询问，无法询问时拒绝；
 - `ask`：不管客户端是谁都逐条询问，无法询问时退回白名单；
 - `allowlist`：不询问，只放行只读调用（生产做法：默认拒绝，明确允许）；
 - `allow`：一律放行，必须自己明确选择；
@@ -666,6 +666,9 @@ def _judge(call: _Call, policy, *, ask, source: str, memory: _Memory | None) -> 
         return Verdict(True, "这张分发表记住了：同样的调用以后都允许", "记忆")
     if policy == "allowlist":
         return call.read_only
+    if policy == "auto" and call.read_only.allowed:
+        # 只读白名单里的命令不打扰人：问的次数少了，真正要问的那几次才会被认真看
+        return Verdict(True, f"{call.read_only.reason}；auto 策略下只读命令不询问", "白名单")
     if ask is None:
         def ask(text):
             return ask_stdin(text, source=source, hint=call.read_only)
