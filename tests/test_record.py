@@ -8,7 +8,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from harness_lib import FakeClient, agent_loop, start_server, text_reply, tool_call, tool_reply
 from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.errors import EndpointError
+from harness_lib.support.errors import EndpointError, explain_error
 from harness_lib.support.fake import api_error
 from harness_lib.support.record import (
     Recorder,
@@ -229,3 +229,16 @@ def test_the_offline_placeholder_key_is_not_a_secret(tmp_path):
     recorder.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "offline？"}])
     text = recorder.save(tmp_path / "o.jsonl").read_text(encoding="utf-8")
     assert "offline 模式下也能回答" in text and "offline？" in text
+
+
+def test_explanations_use_the_same_redaction(monkeypatch):
+    """错误说明也用 secrets.redact：服务器回显的别家密钥片段（环境里的）不会出现在中文说明里。"""
+    deepseek = "sk-deepseek-" + "0f1e2d3c4b5a69788796"
+    monkeypatch.setenv("DEEPSEEK_API_KEY", deepseek)
+    fake = FakeClient(script=[api_error(401, f"Incorrect API key provided: {deepseek[3:15]}…{deepseek[-4:]}",
+                                        code="invalid_api_key")])
+    with pytest.raises(openai.AuthenticationError) as info:
+        fake.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "你好"}])
+    text = explain_error(info.value)
+    assert "Incorrect API key provided" in text and deepseek[3:15] not in text
+    assert not [deepseek[i:i + 8] for i in range(len(deepseek) - 7) if deepseek[i:i + 8] in text]
