@@ -217,3 +217,18 @@ def test_probe_names_the_quirks_over_http(quirk_server):
 
     parallel = row(quirk_probe(quirk_server, "ollama_parallel_index0"), "并行调用：流式与非流式一致")
     assert parallel["result"] == "✓" and "Ollama" in parallel["detail"]
+
+
+def test_probe_on_the_llamacpp_python_quirk_matches_the_real_server(quirk_server):
+    """和 make test-real 的 llama-cpp-python 服务器上量到的结果一致（模型自己写的内容除外）。"""
+    got = quirk_probe(quirk_server, "llamacpp_python")
+    marks = results(got)
+    assert marks["提供工具后返回 tool_calls"] == "✗"
+    assert marks['写明 tool_choice="auto"'] == "✓" and "要写明" in row(got, '写明 tool_choice="auto"')["detail"]
+    assert marks["接受工具结果"] == marks["没有 content 的助手消息"] == "✗"
+    assert "'content'" in row(got, "接受工具结果")["detail"]
+    assert marks['tool_choice="required"'] == "✗"
+    stream_row = row(got, "流式输出里的工具调用增量")
+    assert stream_row["result"] == "✗" and "一块都没收到" in stream_row["detail"]
+    assert row(got, "并行调用：流式与非流式一致")["hint"] == HINTS["流式输出里的工具调用增量"]
+    assert marks["报告用量（usage）"] == "✗"

@@ -11,7 +11,7 @@ import pytest
 
 from harness_lib.lesson.loop import agent_loop
 from harness_lib.lesson.stream import agent_loop_stream
-from harness_lib.support.errors import EndpointError, explain_error
+from harness_lib.support.errors import EndpointError, classify, explain_error
 from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.quirks import (
     FLAGGED,
@@ -303,3 +303,34 @@ def test_ollama_small_model_never_calls_tools(client):
     loop_messages = user(LIST_PY)
     answer = agent_loop(loop_messages, client=client, model=q)
     assert roles(loop_messages) == ["user", "assistant"] and answer == messages[-1]["content"]
+
+
+def test_llamacpp_python_as_measured(client):
+    """本项目 make test-real 用的 llama-cpp-python 服务器（chatml-function-calling）上量到的样子。"""
+    q = model("llamacpp_python")
+    plain = client.chat.completions.create(model=q, messages=user(LIST_PY), tools=TOOLS)
+    assert not plain.choices[0].message.tool_calls, "不写 tool_choice：不调用工具"
+    auto = client.chat.completions.create(model=q, messages=user(LIST_PY), tools=TOOLS, tool_choice="auto")
+    assert auto.choices[0].message.tool_calls
+    stream = client.chat.completions.create(model=q, messages=user(LIST_PY), tools=TOOLS, tool_choice="auto",
+                                            stream=True)
+    assert list(stream) == [], "写明 auto 的流式请求：一块都没有"
+    with pytest.raises(EndpointError) as err:
+        stream_turn(client, q, user(LIST_PY), TOOLS, tool_choice="auto")
+    assert err.value.kind == "stream_cut"
+    turn = auto.choices[0].message.model_dump(exclude_none=True)
+    assert "content" not in turn
+    with pytest.raises(openai.InternalServerError) as info:
+        client.chat.completions.create(model=q, messages=[*user(LIST_PY), turn, {
+            "role": "tool", "tool_call_id": turn["tool_calls"][0]["id"], "content": "app.py"}])
+    assert classify(info.value).kind == "request_shape"
+    assert stream_turn(client, q, user(GREETING)).usage is None, "流式不报用量"
+    messages = user(LIST_PY)
+    agent_loop(messages, client=client, model=q)
+    assert roles(messages) == ["user", "assistant"], "循环不写 tool_choice，模型只回了文字"
+
+
+def test_every_quirk_has_a_test_over_http():
+    source = open(__file__, encoding="utf-8").read()
+    for name in QUIRKS:
+        assert f'model("{name}")' in source, f"{name} 还没有走 HTTP 的测试"

@@ -12,6 +12,7 @@
 
 每一项自己捕获异常（一项失败不影响其余各项）。每次请求都限制 `max_tokens`、设置超时，
 并且不让 SDK 自动重试（`max_retries=0`）：一个 `Retry-After` 不会让探针卡上几分钟。
+`max_tokens` 默认 128：够写一个工具调用，又不让本机的小模型每项都写上一千个 token。
 每个 ✗ 都在 `hint` 一列写着该怎么办。
 """
 
@@ -73,7 +74,7 @@ HINTS = {
     'tool_choice="required"': '不要传 tool_choice="required"；本系列的循环本来就不传。',
     'tool_choice="none"': "想只要文字时，干脆不传 tools。",
     "流式输出里的工具调用增量": "这个服务的流式工具调用不可用：改用非流式的 agent_loop。",
-    "报告用量（usage）": "流式请求带上 stream_options={\"include_usage\": True}；还没有就只好不用 token 预算，改用 max_turns 和 max_seconds。",
+    "报告用量（usage）": "探针已经要了 include_usage。流式没有用量时，流式循环的 max_tokens_total 不起作用，改用 max_turns 和 max_seconds。",
     "响应里的扩展字段": "这一项本来只是提示；出错时先按 detail 里的说明修好前面的问题。",
 }
 
@@ -94,9 +95,18 @@ class _Context:
         self.stream_usage: str | None = None  # 流式用量在哪里："顶层" / "choices[0].usage" / None
         self.stream_usage_value: Any = None
         self.stream_checked = False
+        self.needs_auto = False  # 不写明 tool_choice="auto" 就不调用工具（llama-cpp-python 就这样）
+
+    def tools(self) -> dict:
+        """工具相关的请求参数：工具表，以及（这个服务需要时）写明的 tool_choice="auto"。"""
+        return {"tools": [BASH_TOOL], **({"tool_choice": "auto"} if self.needs_auto else {})}
 
     def create(self, **kwargs: Any) -> Any:
-        """发一次请求；端点不认 max_tokens 时改用 max_completion_tokens 再试一次。"""
+        """发一次请求；端点不认 max_tokens 时改用 max_completion_tokens 再试一次。
+
+        上一项的流被服务端中途关掉后，连接池里可能留着一条死连接：连接错误（不是超时）时立刻再发一次，不等待。
+        """
+        reconnected = False
         while True:
             request = {"model": self.model, "timeout": self.timeout, **kwargs}
             if self.max_tokens:
@@ -108,6 +118,11 @@ class _Context:
                     self.token_param = "max_completion_tokens"
                     continue
                 raise
+            except openai.APIConnectionError as exc:
+                if reconnected or isinstance(exc, openai.APITimeoutError):
+                    raise
+                reconnected = True
+                continue
             if not kwargs.get("stream"):
                 self.responses.append(result)
             return result
@@ -189,7 +204,8 @@ def _loop_turn(message: Any) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
-# 各项检查：每项返回 (结果, 说明)，结果是 True / False / None（仅供参考）
+# 各项检查：每项返回 (结果, 说明)，结果是 True / False / None（仅供参考）；
+# 个别情形多返回一个更贴切的办法，代替 HINTS 里的那一条
 # ---------------------------------------------------------------------------
 
 
@@ -218,8 +234,9 @@ def _choice_auto(ctx: _Context) -> tuple[bool | None, str]:
     if message.tool_calls:
         if ctx.tool_reply is None:
             ctx.tool_reply = message
+            ctx.needs_auto = True
             return True, (f"写明 \"auto\" 才调用了工具：{_calls_text(message.tool_calls)}。"
-                          "不写 tool_choice 时没有调用：这个服务要写明。")
+                          "不写 tool_choice 时没有调用：这个服务要写明（后面几项都写明了再测）。")
         return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}"
     return False, f"写明了 \"auto\" 也没有 tool_calls：「{_clip(message.content)}」{_length_note(finish)}"
 
@@ -248,7 +265,7 @@ def _tool_result(ctx: _Context) -> tuple[bool | None, str]:
     ctx.turn = _loop_turn(ctx.tool_reply)
     sent = ", ".join(sorted(ctx.turn[0]))
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, *ctx.turn]
-    message, finish = _first(ctx.create(messages=messages, tools=[BASH_TOOL]))
+    message, finish = _first(ctx.create(messages=messages, **ctx.tools()))
     if message.tool_calls:
         return True, f"接受了循环的第二轮（助手消息的键：{sent}）；模型又发出了调用：{_calls_text(message.tool_calls)}"
     if not message.content:
@@ -261,7 +278,7 @@ def _no_content(ctx: _Context) -> tuple[bool | None, str]:
         return False, "前面没有拿到工具调用，无从检查。"
     assistant = {k: v for k, v in ctx.turn[0].items() if k != "content"}
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, assistant, *ctx.turn[1:]]
-    _first(ctx.create(messages=messages, tools=[BASH_TOOL]))
+    _first(ctx.create(messages=messages, **ctx.tools()))
     return True, "助手消息里没有 content 键，服务照样接受。"
 
 
@@ -273,7 +290,7 @@ def _reasoning(ctx: _Context) -> tuple[bool | None, str]:
     stripped = {k: v for k, v in ctx.turn[0].items() if k != "reasoning_content"}
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, stripped, *ctx.turn[1:]]
     try:
-        ctx.create(messages=messages, tools=[BASH_TOOL])
+        ctx.create(messages=messages, **ctx.tools())
     except openai.BadRequestError as exc:
         return True, ("回复带 reasoning_content；原样发回被接受，去掉它就被拒绝（HTTP 400）："
                       f"这个服务要求传回。原话：{_clip(explain_error(exc, getattr(ctx.client, 'api_key', None)), 80)}")
@@ -281,7 +298,7 @@ def _reasoning(ctx: _Context) -> tuple[bool | None, str]:
 
 
 def _parallel(ctx: _Context) -> tuple[bool | None, str]:
-    message, finish = _first(ctx.chat(PARALLEL_PROMPT, tools=[BASH_TOOL]))
+    message, finish = _first(ctx.chat(PARALLEL_PROMPT, **ctx.tools()))
     calls = message.tool_calls or []
     ctx.parallel = _pairs(calls)
     if len(calls) >= 2:
@@ -294,8 +311,14 @@ def _parallel(ctx: _Context) -> tuple[bool | None, str]:
     return False, f"没有给出工具调用：「{_clip(message.content)}」{_length_note(finish)}"
 
 
+_EMPTY_STREAM = ("带工具的流式请求，一块都没收到流就结束了：服务端在生成之前出错，却没有报告错误"
+                 "（llama-cpp-python 遇到写明 tool_choice=\"auto\" 的流式请求就这样）。")
+
+
 def _parallel_stream(ctx: _Context) -> tuple[bool | None, str]:
-    chunks = ctx.stream(messages=[{"role": "user", "content": PARALLEL_PROMPT}], tools=[BASH_TOOL])
+    chunks = ctx.stream(messages=[{"role": "user", "content": PARALLEL_PROMPT}], **ctx.tools())
+    if not chunks:
+        return False, _EMPTY_STREAM, HINTS["流式输出里的工具调用增量"]
     result = accumulate(chunks)
     streamed = _pairs(result["message"].get("tool_calls"))
     ids_at: dict[int, set] = {}
@@ -309,6 +332,8 @@ def _parallel_stream(ctx: _Context) -> tuple[bool | None, str]:
             "accumulate 已按 id 分开）") if reused else ""
     if ctx.parallel is None:
         return None, f"非流式那一项没有结果，只看流式：{len(streamed)} 个调用{note}"
+    if not streamed and not ctx.parallel:
+        return None, "两种方式都没有给出调用，无从比较。"
     if streamed == ctx.parallel:
         return True, f"两种方式给的是同一组调用（{len(streamed)} 个）{note}"
     if len(streamed) == len(ctx.parallel):
@@ -339,7 +364,9 @@ def _choice_none(ctx: _Context) -> tuple[bool | None, str]:
 
 
 def _stream_deltas(ctx: _Context) -> tuple[bool | None, str]:
-    chunks = ctx.stream(messages=[{"role": "user", "content": LIST_PY_PROMPT}], tools=[BASH_TOOL])
+    chunks = ctx.stream(messages=[{"role": "user", "content": LIST_PY_PROMPT}], **ctx.tools())
+    if not chunks:
+        return False, _EMPTY_STREAM
     deltas = [d for c in chunks for ch in (c.choices or []) if ch.index == 0 and ch.delta is not None
               for d in (ch.delta.tool_calls or [])]
     result = accumulate(chunks)  # 没有 finish_reason 时抛出 EndpointError
@@ -374,7 +401,7 @@ def _usage(ctx: _Context) -> tuple[bool | None, str]:
     if plain is None and not ctx.responses:
         ctx.chat(GREETING_PROMPT)
         plain = next((r for r in ctx.responses if getattr(r, "usage", None)), None)
-    if not ctx.stream_checked:
+    if ctx.stream_usage is None:  # 前面带工具的流可能什么都没收到：用一个不带工具的流再看一次
         ctx.stream(messages=[{"role": "user", "content": GREETING_PROMPT}])
     where = ctx.stream_usage
     parts = [f"非流式：{_usage_text(plain.usage) if plain else '没有'}",
@@ -447,7 +474,7 @@ def _quiet(client: Any) -> Any:
     return with_options(max_retries=0) if callable(with_options) else client
 
 
-def probe(client, model, *, timeout=30.0, max_tokens=200):
+def probe(client, model, *, timeout=30.0, max_tokens=128):
     """对一个端点跑一遍兼容性检查，返回 `pandas.DataFrame`（列：check、result、detail、hint）。
 
     `result` 是 ✓（通过）、✗（不通过）或 ℹ（仅供参考，不算失败）；`detail` 是中文说明，
@@ -459,12 +486,14 @@ def probe(client, model, *, timeout=30.0, max_tokens=200):
     rows = []
     errors: dict[str, int] = {}  # 出错说明 -> 第一次出现在第几项
     for number, (name, check) in enumerate(CHECKS, start=1):
+        hint = HINTS[name]
         try:
-            ok, detail = check(ctx)
+            ok, detail, *special = check(ctx)  # 少数情形，检查自己给出更贴切的办法
+            hint = special[0] if special else hint
         except Exception as exc:  # 每一项自己兜底：出错也只影响这一行
             ok, text = False, _describe(exc, client)
             detail = f"出错（同第 {errors[text]} 项）" if text in errors else f"出错：{text}"
             errors.setdefault(text, number)
         mark = OK if ok else (INFO if ok is None else FAIL)
-        rows.append({"check": name, "result": mark, "detail": detail, "hint": HINTS[name] if mark == FAIL else ""})
+        rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if mark == FAIL else ""})
     return pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])

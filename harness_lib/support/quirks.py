@@ -98,6 +98,12 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           "https://github.com/abetlen/llama-cpp-python/pull/1613",
           "强制调用工具的请求一律 500，看不出原因。",
           "循环不传 tool_choice，不受影响；探针的 tool_choice=\"required\" 一项给出 ✗ 和办法。"),
+    Quirk("llamacpp_python", "llama-cpp-python（chatml-function-calling）",
+          "不写 tool_choice 就不调用工具；写明 \"auto\" 的流式请求一块都不发就结束；"
+          "助手消息没有 content 键时回 500；流式不报用量。",
+          "https://github.com/abetlen/llama-cpp-python/blob/main/llama_cpp/llama_chat_format.py",
+          "照 OpenAI 的习惯不写 tool_choice：一个工具都不调用；写明了再开流式：什么都收不到，也没有报错。",
+          "探针逐项点名这些差别并给出办法；这台服务上要写明 tool_choice、用非流式、追加前补上 content。"),
     Quirk("moonshot_usage_in_choice", "月之暗面",
           "流式输出的用量不在块的顶层，而在最后一块的 choices[0].usage 里。",
           "https://github.com/earendil-works/pi/issues/2017",
@@ -207,8 +213,12 @@ def _check(quirk: str, body: dict) -> None:
             if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None:
                 raise Rejected(500, "Expected 'content' to be a string or an array", type="server_error",
                                code=500)
-    if quirk == "llamacpp_required" and body.get("tool_choice") == "required":
+    if quirk in ("llamacpp_required", "llamacpp_python") and body.get("tool_choice") == "required":
         raise Rejected(500, "", type="internal_server_error")
+    if quirk == "llamacpp_python":
+        for m in messages:
+            if isinstance(m, dict) and m.get("role") == "assistant" and "content" not in m:
+                raise Rejected(500, "'dict object' has no attribute 'content'", type="internal_server_error")
 
 
 # ---------------------------------------------------------------------------
@@ -216,10 +226,14 @@ def _check(quirk: str, body: dict) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _rewrite(quirk: str, completion: dict) -> dict:
-    """按怪脾气改写一条完整回复（字典），返回新的。"""
+def _rewrite(quirk: str, completion: dict, body: dict) -> dict:
+    """按怪脾气改写一条完整回复（字典），返回新的。`body` 是原来的请求体。"""
     choice = completion["choices"][0]
     message = dict(choice["message"])
+    if quirk == "llamacpp_python" and message.get("tool_calls") and body.get("tool_choice") is None:
+        message.pop("tool_calls")  # 不写 tool_choice：模板里根本没有工具，模型只会说话
+        message["content"] = "你可以在终端里运行 ls 看看当前目录。"
+        choice = {**choice, "finish_reason": "stop"}
     if quirk == "ollama_no_tools" and message.get("tool_calls"):
         call = message.pop("tool_calls")[0]["function"]
         try:
@@ -280,7 +294,7 @@ def _chunks(quirk: str, completion: dict, include_usage: bool) -> list[dict]:
             chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     last = chunk({}, choice["finish_reason"])
     usage = completion.get("usage")
-    if include_usage and usage is not None:
+    if include_usage and usage is not None and quirk != "llamacpp_python":
         if quirk == "moonshot_usage_in_choice":
             last["choices"][0]["usage"] = usage  # 月之暗面：用量放在 choice 里，没有单独的用量块
             chunks.append(last)
@@ -331,13 +345,15 @@ class QuirkHandler:
         except Rejected as rejected:
             return rejected.response()
         stream = bool(body.get("stream"))
+        if quirk == "llamacpp_python" and stream and body.get("tools") and body.get("tool_choice") == "auto":
+            return sse_response([], done=False)  # 服务端在生成之前就出错了，流里什么都没有
         options = body.get("stream_options")
         include_usage = stream and isinstance(options, dict) and bool(options.get("include_usage"))
         plain = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         answer = self.inner(_with_body(request, plain))
         if answer.status_code != 200:
             return answer
-        completion = _rewrite(quirk, json.loads(answer.read()))
+        completion = _rewrite(quirk, json.loads(answer.read()), body)
         if not stream:
             return json_response(200, completion)
         return sse_response(_chunks(quirk, completion, include_usage))
