@@ -1,4 +1,5 @@
-"""浏览器测试的辅助工具：启动一个隔离的 JupyterLab，用无头 Chromium 打开笔记本、运行格子、读页面。
+"""浏览器测试的辅助工具：启动一个隔离的 Jupyter 服务器，用无头 Chromium 在 JupyterLab 或 Notebook 7 里
+打开笔记本、运行格子、读页面。同一个服务器两种界面都提供：`/lab/tree/…` 是 JupyterLab，`/notebooks/…` 是 Notebook 7。
 
 只被 `tests/test_browser.py` 使用（`make test-browser`）。这里不在模块顶层导入 playwright，
 这样 `make test` 在没有装 playwright 的环境里收集测试时也不会出错。
@@ -144,8 +145,11 @@ class LabServer:
         )
         return urllib.request.urlopen(req, timeout=timeout)
 
-    def url(self, notebook: str) -> str:
-        """打开一本笔记本的地址；`reset` 清掉上一次页面留下的布局，只打开这一本。"""
+    def url(self, notebook: str, ui: str = "lab") -> str:
+        """打开一本笔记本的地址。JupyterLab 加 `reset`，清掉上一次页面留下的布局，只打开这一本；
+        `ui="notebook"` 是 Notebook 7 的单本笔记本页面。"""
+        if ui == "notebook":
+            return f"{self.base}/notebooks/{notebook}?token={self.token}"
         return f"{self.base}/lab/tree/{notebook}?token={self.token}&reset"
 
     def stop(self) -> None:
@@ -218,16 +222,18 @@ ROWS_JS = """(view) => [...view.querySelectorAll('tbody > tr')].filter(r => !r.q
 class NotebookPage:
     """在浏览器里打开的一本笔记本。格子按位置找，位置来自临时副本里的 .ipynb。"""
 
-    def __init__(self, page, lab: LabServer, name: str, artifacts: Path):
+    def __init__(self, page, lab: LabServer, name: str, artifacts: Path, ui: str = "lab"):
         self.page = page
         self.lab = lab
         self.name = name
+        self.ui = ui
         self.artifacts = artifacts
         self.cells = json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"]
         self.console_errors: list[str] = []
         self.console_log: list[str] = []
         page.on("console", self._on_console)
         page.on("pageerror", lambda exc: self.console_errors.append(f"pageerror: {exc}"))
+        page.on("response", lambda r: r.status >= 400 and self.console_log.append(f"[http {r.status}] {r.request.method} {r.url.split('?')[0]}"))
 
     def _on_console(self, msg) -> None:
         self.console_log.append(f"[{msg.type}] {msg.text}")
@@ -241,11 +247,12 @@ class NotebookPage:
 
         只看执行指示器不够：页面有时指示器已是 idle，工具栏却还写着 “No Kernel”。
         所以同时等三样：工具栏的内核名、执行指示器为 idle、状态栏写着 “Python 3 (ipykernel) | Idle”。
+        Notebook 7 没有状态栏，只等前两样。
         """
-        self.page.goto(self.lab.url(self.name), timeout=timeout_ms)
+        self.page.goto(self.lab.url(self.name, self.ui), timeout=timeout_ms)
         self.page.wait_for_selector(CELLS, timeout=timeout_ms)
         self.page.wait_for_function(
-            """([panel, kernel]) => {
+            """([panel, kernel, withBar]) => {
                 const p = document.querySelector(panel);
                 if (!p) return false;
                 const name = p.querySelector('.jp-Toolbar-kernelName');
@@ -253,9 +260,9 @@ class NotebookPage:
                 const bar = document.querySelector('#jp-main-statusbar');
                 return !!name && name.innerText.trim() === kernel
                     && !!ind && ind.dataset.status === 'idle'
-                    && !!bar && bar.innerText.includes(kernel + ' | Idle');
+                    && (!withBar || (!!bar && bar.innerText.includes(kernel + ' | Idle')));
             }""",
-            arg=[PANEL, KERNEL_NAME],
+            arg=[PANEL, KERNEL_NAME, self.ui == "lab"],
             timeout=timeout_ms,
         )
         shown = self.page.locator(CELLS).count()

@@ -34,6 +34,9 @@ ARTIFACTS = ROOT / "artifacts" / "browser"
 # 浏览器控制台里可以忽略的错误：只收能说清来历的。目前没有。
 # （要加的话写清楚是哪条消息、为什么无害，并用尽量窄的正则。）
 IGNORED_CONSOLE_ERRORS: list[re.Pattern] = []
+# Notebook 7.6 自己在页面加载时（还没运行任何格子）就报这一条：它的核心代码读一个没有加载的插件的设置 schema。
+# 公开报告过（gilad-rubin/hypster 的 issue #108，Notebook 7.6.0）；与本项目的代码无关，只在 Notebook 7 界面里忽略。
+NOTEBOOK7_KNOWN_ERRORS = [re.compile(r"Cannot read properties of undefined \(reading 'schema'\)")]
 
 FAKE_LABEL = "假模型（离线）"
 REAL_LABEL = "真实端点"
@@ -66,29 +69,65 @@ def lab(tmp_path_factory, artifacts):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def notebook7_server(tmp_path_factory, artifacts):
+    """给 Notebook 7 单独起一个服务器：自己的配置和工作区目录，不继承 JupyterLab 页面存下的布局。"""
+    workdir = tmp_path_factory.mktemp("notebook7")
+    server = LabServer(NOTEBOOKS, workdir, artifacts / "notebook7.log")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def playwright(tmp_path_factory):
     sync_api = pytest.importorskip("playwright.sync_api", reason="需要 pip install -e '.[browser]'")
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"找不到 {CHROMIUM}：请先安装 Chromium（Debian/Ubuntu：apt-get install -y chromium）")
     # 2 核的 CI 机器上，内核响应小部件事件可能要好几秒；等待时间都放宽
     sync_api.expect.set_options(timeout=60_000)
     with sync_api.sync_playwright() as p:
-        context = launch_browser(p, tmp_path_factory.mktemp("chromium-profile"))
-        context.set_default_timeout(60_000)
-        try:
-            yield context
-        finally:
-            context.close()
+        yield p
+
+
+def _context(playwright, tmp_path_factory):
+    context = launch_browser(playwright, tmp_path_factory.mktemp("chromium-profile"))
+    context.set_default_timeout(60_000)
+    return context
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, tmp_path_factory):
+    context = _context(playwright, tmp_path_factory)
+    try:
+        yield context
+    finally:
+        context.close()
 
 
 @pytest.fixture
-def open_notebook(lab, browser, artifacts):
+def fresh_browser(playwright, tmp_path_factory):
+    """一个全新的浏览器用户目录：Notebook 7 不继承 JupyterLab 页面留下的本地存储和 Cookie。"""
+    context = _context(playwright, tmp_path_factory)
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def open_notebook(request, browser, artifacts):
     pages = []
 
-    def _open(name: str) -> NotebookPage:
-        page = browser.new_page()
+    def _open(name: str, ui: str = "lab") -> NotebookPage:
+        if ui == "lab":
+            server, context = request.getfixturevalue("lab"), browser
+        else:
+            server, context = request.getfixturevalue("notebook7_server"), request.getfixturevalue("fresh_browser")
+        page = context.new_page()
         pages.append(page)
-        nb = NotebookPage(page, lab, name, artifacts)
+        nb = NotebookPage(page, server, name, artifacts, ui=ui)
         nb.open()
         return nb
 
@@ -109,7 +148,8 @@ def expect(locator):
 
 
 def assert_console_clean(nb: NotebookPage) -> None:
-    errors = [e for e in nb.console_errors if not any(p.search(e) for p in IGNORED_CONSOLE_ERRORS)]
+    ignored = IGNORED_CONSOLE_ERRORS + (NOTEBOOK7_KNOWN_ERRORS if nb.ui == "notebook" else [])
+    errors = [e for e in nb.console_errors if not any(p.search(e) for p in ignored)]
     assert not errors, f"{nb.name}：浏览器控制台有错误：\n" + "\n".join(errors)
 
 
@@ -351,6 +391,46 @@ def test_one_request_live_table_and_loop(open_notebook):
         choose_fake_model(nb, switch)
         nb.run_cells(client_cell)
         assert client_kind(nb, client_cell) == "FakeClient"
+
+        nb.assert_no_error_outputs()
+        assert_console_clean(nb)
+
+
+# ---------------------------------------------------------------------------
+# Notebook 7：同样的小部件和消息表，在另一种界面里
+# ---------------------------------------------------------------------------
+
+
+def test_notebook7_switch_tables_and_loop(open_notebook):
+    nb = open_notebook("03_one_request.ipynb", ui="notebook")
+    with screenshot_on_failure(nb, "03_notebook7"):
+        switch = nb.find("switch = model_switch()")
+        client_cell = nb.find("client, MODEL = switch.current()")
+        view = nb.find("view = show_messages(messages)")
+        loop_view = nb.find("loop_view = show_messages(loop_messages)")
+        loop_run = nb.find("answer_text = simple_loop(loop_messages")
+        updates = update_cells(nb, view)
+
+        loop_area = nb.cell(loop_run).locator(".jp-Cell-outputArea")
+        loop_area.evaluate(WATCH_JS)
+        nb.run_all()
+        nb.shot("03_notebook7", scroll_to=loop_view, until=loop_run + 1)
+
+        # 小部件在 Notebook 7 里同样画出来，默认是假模型
+        check_switch_renders(nb, switch)
+        assert client_kind(nb, client_cell) == "FakeClient"
+        # 消息表是快照：第一步那张停在 1 行，每个刷新的格子一张，每格最多一张
+        assert nb.rows_in(view) == 1
+        rows = [nb.rows_in(u) for u in updates]
+        assert rows == sorted(set(rows)) and rows[0] > 1, f"各步的表应当逐次变长，实际 {rows}"
+        for i, c in enumerate(nb.cells):
+            if c["cell_type"] == "code":
+                assert nb.views_in(i).count() <= 1, f"第 {i} 格的输出里有不止一张消息表"
+        # 运行循环的那一格里的表逐轮刷新，最后和手工一步步做出来的一样长
+        assert nb.rows_in(loop_view) == 1
+        assert nb.rows_in(loop_run) == rows[-1] == header_count(nb, loop_run)
+        watched = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
+        assert watched == turn_ends(roles_in(nb, loop_run)), f"循环那张表没有逐轮刷新：{watched}"
 
         nb.assert_no_error_outputs()
         assert_console_clean(nb)
