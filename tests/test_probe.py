@@ -227,6 +227,7 @@ def test_probe_on_the_llamacpp_python_quirk_matches_the_real_server(quirk_server
     assert marks['写明 tool_choice="auto"'] == "✓" and "要写明" in row(got, '写明 tool_choice="auto"')["detail"]
     assert marks["接受工具结果"] == marks["没有 content 的助手消息"] == "✗"
     assert "'content'" in row(got, "接受工具结果")["detail"]
+    assert row(got, "接受工具结果")["hint"] == HINTS["没有 content 的助手消息"], "办法说的是补上 content"
     assert marks['tool_choice="required"'] == "✗"
     stream_row = row(got, "流式输出里的工具调用增量")
     assert stream_row["result"] == "✗" and "一块都没收到" in stream_row["detail"]

@@ -26,7 +26,7 @@ import pandas as pd
 import pydantic
 
 from .runner import BASH_TOOL
-from .errors import EndpointError, explain_error
+from .errors import EndpointError, classify, explain_error
 from .streaming import accumulate
 
 __all__ = ["CHECKS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "probe"]
@@ -265,7 +265,14 @@ def _tool_result(ctx: _Context) -> tuple[bool | None, str]:
     ctx.turn = _loop_turn(ctx.tool_reply)
     sent = ", ".join(sorted(ctx.turn[0]))
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, *ctx.turn]
-    message, finish = _first(ctx.create(messages=messages, **ctx.tools()))
+    try:
+        message, finish = _first(ctx.create(messages=messages, **ctx.tools()))
+    except openai.APIStatusError as exc:
+        if "content" in ctx.turn[0] or classify(exc).kind != "request_shape":
+            raise
+        text = explain_error(exc, getattr(ctx.client, "api_key", None))
+        return False, (f"循环追加的助手消息没有 content 键（model_dump(exclude_none=True) 去掉了值为 None 的 content），"
+                       f"服务不接受：{text}"), HINTS["没有 content 的助手消息"]
     if message.tool_calls:
         return True, f"接受了循环的第二轮（助手消息的键：{sent}）；模型又发出了调用：{_calls_text(message.tool_calls)}"
     if not message.content:
