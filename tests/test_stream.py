@@ -26,6 +26,7 @@ from harness_lib.support.errors import EndpointError
 from harness_lib.lesson.loop import SYSTEM
 from harness_lib.lesson.stream import agent_loop_stream
 from harness_lib.support.fake import CutStreamClient
+from harness_lib.support.quirks import QuirkClient
 from harness_lib.support.streaming import (
     accumulate,
     live_preview,
@@ -347,3 +348,19 @@ def test_live_preview_throttles():
         on_delta({"role": "assistant", "content": str(i)})
     on_delta(None)
     assert len(view.shown) == 2
+
+
+# ---------------------------------------------------------------------------
+# 服务商的扩展字段：reasoning_content 流式拼回后和非流式一样，并随循环发回
+# ---------------------------------------------------------------------------
+
+
+def test_reasoning_content_streamed_matches_plain_and_goes_back():
+    expected = plain_message(QuirkClient("deepseek_thinking"), [USER], tools=[BASH_TOOL])
+    result = accumulate(streamed(QuirkClient("deepseek_thinking"), [USER], tools=[BASH_TOOL]))
+    assert expected["reasoning_content"] and result["message"] == expected
+    thinking = QuirkClient("deepseek_thinking")
+    messages = [dict(USER)]
+    agent_loop_stream(messages, client=thinking, model=MODEL)
+    second = thinking.requests[-1]["messages"]
+    assert any(m.get("reasoning_content") for m in second if m.get("role") == "assistant")
