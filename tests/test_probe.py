@@ -233,3 +233,10 @@ def test_probe_on_the_llamacpp_python_quirk_matches_the_real_server(quirk_server
     assert stream_row["result"] == "✗" and "一块都没收到" in stream_row["detail"]
     assert row(got, "并行调用：流式与非流式一致")["hint"] == HINTS["流式输出里的工具调用增量"]
     assert marks["报告用量（usage）"] == "✗"
+
+
+def test_hints_follow_what_the_probe_found(quirk_server):
+    needs_auto = quirk_probe(quirk_server, "llamacpp_python")
+    assert 'tool_choice="auto"' in row(needs_auto, "提供工具后返回 tool_calls")["hint"]
+    talker = quirk_probe(quirk_server, "ollama_no_tools")
+    assert row(talker, '写明 tool_choice="auto"')["hint"] == HINTS["提供工具后返回 tool_calls"]

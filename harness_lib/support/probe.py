@@ -64,7 +64,7 @@ HINTS = {
     "普通对话": "核对 base_url（通常以 /v1 结尾）、模型名和密钥；detail 里有服务器原话。",
     "提供工具后返回 tool_calls": "换一个支持工具调用的模型（小模型常常只会把调用写成文字）；"
                                "本地服务要开启工具调用（llama.cpp 加 --jinja，Ollama 选标着 tools 的模型）。",
-    '写明 tool_choice="auto"': "这个服务不认 tool_choice：请求里别写它，循环默认就不写。",
+    '写明 tool_choice="auto"': "这个服务不接受 tool_choice 参数：请求里别写它，循环默认就不写。",
     "arguments 是合法 JSON": "换更大的模型，或把工具参数设计得更简单；循环会把解析失败写回 tool 消息，让模型重试。",
     "接受工具结果": "读 detail 里的原话：常见是 tool 消息的格式或 tool_call_id 不被接受，或者缺了某个扩展字段。",
     "没有 content 的助手消息": '追加助手消息前补上 "content": ""（llama.cpp 一类的服务需要）。',
@@ -238,7 +238,8 @@ def _choice_auto(ctx: _Context) -> tuple[bool | None, str]:
             return True, (f"写明 \"auto\" 才调用了工具：{_calls_text(message.tool_calls)}。"
                           "不写 tool_choice 时没有调用：这个服务要写明（后面几项都写明了再测）。")
         return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}"
-    return False, f"写明了 \"auto\" 也没有 tool_calls：「{_clip(message.content)}」{_length_note(finish)}"
+    return (False, f"写明了 \"auto\" 也没有 tool_calls：「{_clip(message.content)}」{_length_note(finish)}",
+            HINTS["提供工具后返回 tool_calls"])
 
 
 def _arguments_json(ctx: _Context) -> tuple[bool | None, str]:
@@ -503,4 +504,7 @@ def probe(client, model, *, timeout=30.0, max_tokens=128):
             errors.setdefault(text, number)
         mark = OK if ok else (INFO if ok is None else FAIL)
         rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if mark == FAIL else ""})
+    if ctx.needs_auto:  # 不写 tool_choice 时没有调用，写明了就有：办法是写明它
+        rows[1]["hint"] = ('这个服务要写明 tool_choice="auto" 才调用工具。本项目的循环不写它，在这里模型不会调用工具：'
+                           '要么在循环调模型的那一行加上 tool_choice="auto"，要么换一个服务或模型。')
     return pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])
