@@ -351,13 +351,16 @@ def test_redact():
 
 @pytest.mark.parametrize("case,expected", [
     (BALANCE, "充值"),
+    ((400, "Access denied, please make sure your account is in good standing.", "Arrearage"), "欠费"),  # 百炼
+    ((400, "Missing `reasoning_content` field in the assistant message at message index 1.", None), "model_dump"),
     (INSPECTION, "审核"),
     (CONTEXT, "上下文太长"),
     (THINKING, "enable_thinking"),
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
-], ids=["402", "data_inspection_failed", "context", "enable_thinking", "reasoning_content", "tool_pair", "500_shape"])
+], ids=["402", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking",
+        "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case
     exc = api_error(status, f"{message} (key {KEY})", code=code)

@@ -180,7 +180,7 @@ ERROR_TABLE = [
     ErrorRule(json.JSONDecodeError, "bad_response", _NOT_JSON, False, False),
     # 服务商的具体情形：按错误体里的原话认，排在同一状态码的一般说明前面
     ErrorRule(Says("insufficient balance", "insufficient_balance", "arrearage", status=(402, 400, 403)), "balance",
-              "余额不足（HTTP {status}）：账户里没钱了，重试没用。"
+              "余额不足或欠费（HTTP {status}）：账户里没钱了，重试没用。"
               "到服务商控制台充值，或换一个有余额的密钥。", False, True),
     ErrorRule(Says("data_inspection_failed", "datainspectionfailed", "inappropriate content"), "content_filter",
               "内容审核没通过（阿里云百炼的 data_inspection_failed）：服务商认为输入或输出里有不合适的内容。"
@@ -195,7 +195,7 @@ ERROR_TABLE = [
               "这个模型默认开着思考模式（通义千问 Qwen3 一类），非流式调用不接受（HTTP {status}）。"
               "请求里加上 extra_body={{\"enable_thinking\": False}}，或改用流式调用（08 的 agent_loop_stream）。",
               False, True),
-    ErrorRule(Says("reasoning_content", status=(400,)), "bad_request",
+    ErrorRule(Says("missing `reasoning_content`", "must be passed back", status=(400,)), "bad_request",
               "少了 reasoning_content（HTTP {status}，DeepSeek 思考模式）：带工具调用的那一轮助手消息，"
               "以后每次请求都要原样带着它的 reasoning_content。用 model_dump() 追加整条消息就会带上；"
               "自己拼字典、只抄 content 和 tool_calls 的代码会丢掉它。", False, True),
