@@ -258,8 +258,8 @@ def _other_path_reply(msgs: list[dict], tools: list[dict], model: str) -> dict:
     if model == TALK_ONLY or "bash" not in _tool_names(tools):
         if msgs[-1].get("role") == "tool":
             return text_reply("我看到了工具的结果，不过我只用文字回答。")
-        return text_reply(f"我是 {model}，只用文字回答，不调用任何工具。"
-                          f"你可以自己运行：\n\n    {list_py_command()}\n")
+        why = "只用文字回答，不调用任何工具" if model == TALK_ONLY else "这次请求没有提供工具，只能用文字回答"
+        return text_reply(f"我是 {model}，{why}。你可以自己运行：\n\n    {list_py_command()}\n")
     if msgs[-1].get("role") == "tool":
         k = len(msgs) - 1
         outputs = []
