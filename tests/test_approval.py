@@ -314,17 +314,21 @@ def test_what_the_person_is_shown(files, plain_client):
     assert describe("bash", {"command": "ls\nrm x"}) == "ls\nrm x"  # 命令从不截短
 
 
-def test_policy_ask_asks_even_for_the_fake(tmp_path, files):
-    gated = guard(files, FakeClient(), "ask", ask=answers("n 先问一下"))
-    assert isinstance(gated, Guarded)
-    assert execute_tool_call(bash_call("touch marker.txt"), gated).endswith("先问一下")
-    assert guard(files, FakeClient(), "allowlist") is not files
-    assert not (tmp_path / "marker.txt").exists()
+@pytest.mark.parametrize("policy", ["ask", "allowlist", "deny"])
+def test_a_policy_never_gates_the_offline_fake(tmp_path, files, policy):
+    """策略管的是不可信的客户端；脚本模式的假模型提出的调用是笔记本作者写的，照常运行、从不询问。"""
+    def never(text):
+        raise AssertionError(f"假模型的调用不应当询问：{text}")
+
+    assert guard(files, FakeClient(), policy, ask=never) is files
+    execute_tool_call(bash_call("touch marker.txt"), guard(files, FakeClient(), policy, ask=never))
+    assert (tmp_path / "marker.txt").exists()
 
 
-def test_a_misspelt_env_policy_denies_even_for_the_fake(monkeypatch, files):
+def test_a_misspelt_env_policy_denies_untrusted_clients_but_not_the_fake(monkeypatch, files, plain_client):
     monkeypatch.setenv("HARNESS_APPROVAL", "alow")
-    gated = guard(files, FakeClient(), ask=nobody_may_ask)
+    assert guard(files, FakeClient(), ask=nobody_may_ask) is files
+    gated = guard(files, plain_client, ask=nobody_may_ask)
     assert isinstance(gated, Guarded) and gated.policy is None
     text = execute_tool_call(bash_call("echo hi"), gated)
     assert text.startswith(DENIED_PREFIX) and "HARNESS_APPROVAL" in text

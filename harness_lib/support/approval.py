@@ -29,12 +29,14 @@
 内容的开头；edit_file 是路径，以及要被替换的原文和新文字（过长时截短）。
 
 策略由参数 `policy` 指定；不指定时，在调用 `guard` 的那一刻读环境变量 `HARNESS_APPROVAL`，默认 `auto`：
-- `auto`：可信的客户端不审批；不可信的客户端，只读白名单里的命令直接放行，其余逐条询问，无法询问时拒绝；
-- `ask`：不管客户端是谁都逐条询问，无法询问时退回白名单；
+- `auto`（默认）：不可信的客户端，只读白名单里的命令直接放行，其余逐条询问，无法询问时拒绝；
+- `ask`：不可信的客户端连只读命令也逐条询问，无法询问时退回白名单；
 - `allowlist`：不询问，只放行只读调用（生产做法：默认拒绝，明确允许）；
 - `allow`：一律放行，必须自己明确选择；
-- `deny`：会运行程序或改动文件的调用一律拒绝。
-环境变量写错时不会被当成放行：包好的工具一律拒绝，理由里说明可选的值（客户端可信也一样）。
+- `deny`：不可信的客户端提出的、会运行程序或改动文件的调用一律拒绝。
+不管哪种策略，可信的客户端（离线假模型、本进程里的假模型端点）都不审批：它们提出的调用是笔记本作者写好的。
+`gate` 不看客户端，一律按不可信处理，所以笔记本 10 用它演示每种策略。
+环境变量写错时不会被当成放行：不可信的客户端提出的、包好的工具调用一律拒绝，理由里说明可选的值。
 “只读调用”指白名单放行的 bash 命令；write_file、edit_file 和不认识的工具都不算。
 
 记忆：答 `a` 时，记住的是“同一个工具、逐字相同的参数”，只记在这一张 `Guarded` 分发表里
@@ -747,14 +749,15 @@ class Guarded(Mapping):
 def guard(handlers, client, policy=None, *, ask=None):
     """按提出调用的客户端给分发表加上审批。
 
-    客户端可信（`trusted(client)`）并且策略是 `auto` 时，原样返回 `handlers`（同一个对象）；
+    客户端可信（`trusted(client)`）时，原样返回 `handlers`（同一个对象）：离线假模型提出的调用是笔记本作者写好的，
+    策略管的只是不可信的客户端，所以设了 `HARNESS_APPROVAL=ask` / `allowlist` / `deny`，脚本模式的格子也照常运行、从不询问。
     否则返回 `Guarded`：bash、write_file、edit_file 和名字不认识的工具先审批，read_file、glob 原样保留。
     `handlers` 已经是 `Guarded` 时也原样返回：它的策略和记忆在包的时候就定下了，再包一层只会把同一次调用问两遍。
     `policy` 为 None 时在这一刻读环境变量 `HARNESS_APPROVAL`；代码里明确写错的 `policy` 抛 ValueError。
     `ask(说明) -> str | None` 代替真人回答（返回 None 表示没人可问）；不给时用 `ask_stdin`。
     """
     resolved = _resolve(policy)
-    if isinstance(handlers, Guarded) or (resolved == "auto" and trusted(client)):
+    if isinstance(handlers, Guarded) or trusted(client):
         return handlers
     return Guarded(handlers, client, resolved, ask)
 
