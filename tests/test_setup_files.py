@@ -45,9 +45,10 @@ def test_environment_yml_matches_pyproject():
     )
 
 
-def test_runtime_dependencies_are_the_four_named_packages():
+def test_runtime_dependencies_are_the_named_packages():
+    # openai、Jupyter 的两种界面（JupyterLab 和 Notebook 7）、ipywidgets、pandas，别的都不装进学习者的环境
     names = {re.split(r"[<>=!;\[ ]", d)[0].lower() for d in _pyproject()["project"]["dependencies"]}
-    assert names == {"openai", "jupyterlab", "ipywidgets", "pandas"}
+    assert names == {"openai", "jupyterlab", "notebook", "ipywidgets", "pandas"}
 
 
 def test_openai_sdk_is_the_3x_line():
