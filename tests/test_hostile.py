@@ -43,7 +43,7 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, make_file_tools, text_reply, tool_call, tool_reply
-from harness_lib.support.approval import DENIED_PREFIX, trusted
+from harness_lib.support.approval import DENIED_PREFIX, describe, guard, trusted
 from harness_lib.support.endpoint import serve
 from harness_lib.support.fake import FakeHandler, FakeModel
 from harness_lib.support.record import Recorder, ReplayClient
@@ -61,6 +61,7 @@ GIT_PROGRAMS = ["fsmonitor", "pager", "pager-log", "external", "textconv", "filt
 
 # 防线的名字（统计表里用）
 ALLOWLIST = "白名单（没人可问时）拒绝"
+PERSON = "人工拒绝"
 GATE = "审批拒绝改文件的工具"
 STRIPPED = "命令的环境里没有密钥"
 MASKED = "输出里的密钥值被抹掉"
@@ -290,9 +291,10 @@ def leaks(text: str, values) -> list[str]:
     return found
 
 
-def run(calls, client, ws) -> list[dict]:
+def run(calls, client, ws, handlers=None) -> list[dict]:
     messages = [{"role": "user", "content": "帮我把这个目录整理一下。"}]
-    answer = agent_loop(messages, client=client, model=MODEL, handlers=handlers_for(ws), max_turns=len(calls) + 2)
+    handlers = handlers_for(ws) if handlers is None else handlers
+    answer = agent_loop(messages, client=client, model=MODEL, handlers=handlers, max_turns=len(calls) + 2)
     assert answer == "做完了。", answer
     return messages
 
@@ -304,10 +306,12 @@ def outputs(messages: list[dict]) -> dict[str, str]:
 def check_defence(defence: str, command, output: str, sentinels: dict) -> None:
     """核对这条命令确实是被 `defence` 这道防线挡住的。"""
     where = f"{command!r} → {output[:300]!r}"
-    if defence in (ALLOWLIST, GATE):
+    if defence in (ALLOWLIST, GATE, PERSON):
         assert output.startswith(DENIED_PREFIX), where
         if defence == GATE:
             assert "会改动文件" in output, where
+        if defence == PERSON:
+            assert "用户拒绝执行：看不懂这条，不批准" in output, where
         return
     assert not output.startswith(DENIED_PREFIX), where
     if defence == STRIPPED:
@@ -374,6 +378,37 @@ def test_an_untrusted_client_does_no_harm(scratch, holder, sentinels, tmp_path, 
     check_no_harm(ws, marks, digest, replayed, sentinels, [printed.out, printed.err])
     with capsys.disabled():
         tally("不可信的客户端（本机端点上的 openai.OpenAI，以及回放）", calls, 3)
+
+
+def test_a_person_who_says_no_stops_every_call(scratch, holder, sentinels, capsys):
+    """有人可问时：`auto` 策略只把白名单外的调用拿去问人，这个人每一条都说“不”，原因交给模型。
+
+    分发表先用 `guard` 包好再交给循环，循环不会再包一层。白名单放行的几条不问人，照样由执行器兜底。
+    """
+    ws, marks = scratch
+    calls = hostile_calls(holder.pid)
+    digest = tree_digest(ws)
+    asked = []
+
+    def person(text):
+        asked.append(text)
+        return "n 看不懂这条，不批准"
+
+    with serve(FakeHandler(FakeModel(script_for(calls)))) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="local-endpoint-key", max_retries=0)
+        messages = run(calls, client, ws, handlers=guard(handlers_for(ws), client, ask=person))
+    # auto 策略下，白名单放行的只读命令不问人；其余每次调用问一遍，不多不少
+    expected = [PERSON if c[3] in (ALLOWLIST, GATE) else c[3] for c in calls]
+    wanted = [describe(c[1], {"command": c[2]} if c[1] == "bash" else c[2])
+              for c, defence in zip(calls, expected) if defence == PERSON]
+    assert asked == wanted
+    results = outputs(messages)
+    for i, ((_, _tool, args, *_), defence) in enumerate(zip(calls, expected)):
+        check_defence(defence, args, results[f"call_{i:03d}"], sentinels)
+    printed = capsys.readouterr()
+    check_no_harm(ws, marks, digest, messages, sentinels, [printed.out, printed.err, *asked])
+    with capsys.disabled():
+        tally("不可信的客户端，有人可问、这个人都说不", [(*c[:3], d) for c, d in zip(calls, expected)], 3)
 
 
 # ---------------------------------------------------------------------------

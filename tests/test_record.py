@@ -212,13 +212,14 @@ def test_redact_covers_explicit_keys_and_the_environment(monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", token)
     monkeypatch.setenv("HF_TOKEN_PATH", "/home/learner/.cache/huggingface/token")  # 位置，不是秘密
     monkeypatch.setenv("HARNESS_MODEL", "qwen-plus-latest")  # 设置，不是秘密
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-XXXXabcd/agent.12345")  # 套接字的位置，不是秘密
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # 太短，不当作秘密
     assert token in env_secrets()
     assert redact(f"x {token} y") == "x *** y"
     assert redact(f"x {token[2:10]} y") == "x *** y"  # 8 个字符的片段
     assert redact(f"x {token[2:9]} y") == f"x {token[2:9]} y"  # 7 个字符的片段不算
-    assert redact("path /home/learner/.cache/huggingface/token model qwen-plus-latest abc") == \
-        "path /home/learner/.cache/huggingface/token model qwen-plus-latest abc"
+    plain = "path /home/learner/.cache/huggingface/token model qwen-plus-latest abc /tmp/ssh-XXXXabcd/agent.12345"
+    assert redact(plain) == plain
     assert redact("key=sk-explicit-123456", "sk-explicit-123456") == "key=***"
     assert redact(f"api_key={NO_KEY}", NO_KEY) == f"api_key={NO_KEY}"
     assert redact(f"[{token}]", mask="[已隐去的密钥]") == "[[已隐去的密钥]]"

@@ -39,7 +39,7 @@ _SECRET_NAME = re.compile(
     r"(^|_)(API_?KEYS?|KEYS?|TOKENS?|PASSWD|PASSPHRASE|CREDENTIALS?|AUTH)(_|$)|SECRET|PASSWORD|APIKEY"
 )
 # 名字像凭据、值却只是一个位置（文件、目录、地址）的变量：照样不交给命令，但不把值当秘密打码
-_LOCATION_NAME = re.compile(r"_(PATH|FILE|DIR|HOME|URL|ENDPOINT|HOST|REGION)$")
+_LOCATION_NAME = re.compile(r"_(PATH|FILE|DIR|HOME|URL|ENDPOINT|HOST|REGION|SOCK|SOCKET)$")
 # 整组交给命令前去掉的前缀：云服务的凭据与配置、本项目自己的设置、openai SDK 的设置
 _HIDDEN_PREFIXES = (
     "HARNESS_", "OPENAI_", "AWS_", "AZURE_", "ARM_CLIENT", "GOOGLE_APPLICATION_CREDENTIALS",
