@@ -6,7 +6,6 @@
 一起导入；测内存峰值的子进程也这样加载，量到的才是执行器本身的开销。
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -70,7 +69,7 @@ def appears(marker: str, wait: float = 1.0) -> bool:
 
 def child_argv(code: str) -> list[str]:
     """新 Python 进程的命令行：导入执行器模块（名为 b），再执行 code。"""
-    prelude = textwrap.dedent(f"""
+    prelude = textwrap.dedent("""
         from harness_lib.support import runner as b
     """)
     return [sys.executable, "-c", prelude + textwrap.dedent(code)]
