@@ -1,0 +1,162 @@
+"""批改用的 `assert_own_work`：认得各种把活交给 harness_lib 的写法，也不冤枉允许用的辅助函数。
+
+最后两个测试看 04、05、06 的练习：隐藏测试里的每条断言都带中文说明（学生在反馈里只看得到这句话），
+每道练习的测试格都用 `assert_own_work` 查过学生的函数。
+"""
+
+import ast
+import functools
+import json
+import re
+
+import pytest
+
+import harness_lib
+import harness_lib.lesson.loop
+import harness_lib.lesson.tools
+from harness_lib import Workspace, parse_arguments
+from harness_lib.lesson.tools import string_arg
+from harness_lib.lesson import tools as lesson_tools
+from harness_lib.support import runner
+from harness_lib.support.grading import assert_own_work, delegations
+
+from conftest import ROOT
+
+W = Workspace  # 别名
+
+
+def own(raw):
+    import json as _json
+    return _json.loads(raw)
+
+
+def direct(raw):
+    return parse_arguments(raw)
+
+
+def by_attribute(raw):
+    return harness_lib.lesson.loop.parse_arguments(raw)
+
+
+def by_package_attribute(root, path):
+    return harness_lib.Workspace(root).resolve(path)
+
+
+def by_alias(root, path):
+    return W(root).resolve(path)
+
+
+def nested(raw):
+    def inner(text):
+        return parse_arguments(text)
+    return inner(raw)
+
+
+def in_lambda(raw):
+    parse = lambda text: parse_arguments(text)  # noqa: E731
+    return parse(raw)
+
+
+def in_comprehension(raws):
+    return [parse_arguments(r) for r in raws]
+
+
+def imported_inside(raw):
+    from harness_lib.lesson.loop import parse_arguments as p
+    return p(raw)
+
+
+def module_imported_inside(raw):
+    import harness_lib.lesson.loop as loop_module
+    return loop_module.parse_arguments(raw)
+
+
+def helper(raw):
+    return parse_arguments(raw)
+
+
+def through_helper(raw):
+    return helper(raw)
+
+
+def by_default(raw, parse=parse_arguments):
+    return parse(raw)
+
+
+def make_closure():
+    parse = parse_arguments
+
+    def closed(raw):
+        return parse(raw)
+    return closed
+
+
+by_partial = functools.partial(parse_arguments)
+
+
+def uses_instance(path, ws=Workspace(ROOT)):
+    return ws.resolve(path)
+
+
+def allowed_helper(args):
+    return string_arg(args, "path")
+
+
+def allowed_module_helper(args):
+    return harness_lib.lesson.tools.string_arg(args, "path")
+
+
+class Checker:
+    def check(self, raw):
+        return parse_arguments(raw)
+
+
+def uses_class(raw):
+    return Checker().check(raw)
+
+
+@pytest.mark.parametrize("fn", [
+    direct, by_attribute, nested, in_lambda, in_comprehension, imported_inside, module_imported_inside,
+    through_helper, by_default, make_closure(), by_partial, uses_class,
+])
+def test_catches_every_way_to_reach_parse_arguments(fn):
+    assert delegations(fn, parse_arguments), fn
+    with pytest.raises(AssertionError, match="parse_arguments"):
+        assert_own_work(fn, parse_arguments)
+    with pytest.raises(AssertionError, match="自己写"):
+        assert_own_work(fn, "parse_arguments")  # 按名字也认得
+
+
+@pytest.mark.parametrize("fn", [by_package_attribute, by_alias, uses_instance])
+def test_catches_workspace_through_package_alias_and_instance(fn):
+    with pytest.raises(AssertionError, match="Workspace"):
+        assert_own_work(fn, Workspace)
+
+
+def test_own_code_and_allowed_helpers_pass():
+    assert_own_work(own, parse_arguments)
+    assert_own_work(allowed_helper, Workspace, "parse_arguments")
+    assert_own_work(allowed_module_helper, Workspace, parse_arguments)
+    assert delegations(allowed_helper, string_arg)  # 只有列出来的才算禁止
+
+
+def test_a_whole_module_can_be_forbidden():
+    def sneaky(command):
+        return runner.run_bash(command, timeout=1)
+
+    with pytest.raises(AssertionError, match="run_bash"):
+        assert_own_work(sneaky, runner)
+    assert_own_work(own, runner)
+
+
+def test_forbidden_module_reached_through_the_package():
+    def make(root):
+        return lesson_tools.make_file_tools(root)
+
+    with pytest.raises(AssertionError, match="make_file_tools"):
+        assert_own_work(make, lesson_tools.make_file_tools)
+
+
+def test_not_a_function():
+    with pytest.raises(AssertionError, match="不是函数"):
+        assert_own_work(None, parse_arguments)
