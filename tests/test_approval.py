@@ -583,7 +583,7 @@ def test_allowlist_allows_read_only_commands(command):
     ("cat ~/.ssh/id_rsa", ".ssh"), ("cat ~/.aws/credentials", ".aws"), ("cat ~/.netrc", ".netrc"),
     ("cat .env", ".env"), ("cat ~/.s?h/id_rsa", ".ssh"),
     # 递归的 grep 不能走出工作目录（/ 下面就有 /proc）
-    ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -R KEY ~", "递归"),
+    ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -r KEY ~", "递归"), ("grep -R KEY .", "-R"),
     ("grep --recursive KEY /home", "递归"), ("grep --rec KEY /", "递归"), ("grep -d recurse KEY /", "递归"),
 ])
 def test_allowlist_denies_tricky_commands(command, why):
@@ -725,3 +725,20 @@ def test_auto_runs_read_only_commands_of_an_untrusted_client_without_asking(tmp_
     out = handlers["bash"]({"command": "touch made.txt"})
     assert out.startswith(DENIED_PREFIX) and "不要" in out
     assert asked == ["touch made.txt"] and not (tmp_path / "made.txt").exists()
+
+
+def test_allowlist_follows_symlinks_in_the_current_folder(tmp_path, monkeypatch):
+    """工作目录里的符号链接：白名单按当前目录解析，看它最后指到哪里。"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.txt").write_text("hi\n", encoding="utf-8")
+    (tmp_path / "notes.txt").symlink_to("/proc/self/environ")
+    (tmp_path / "everything").symlink_to("/")
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "deep.txt").symlink_to("/dev/mem")
+    for command in ["cat notes.txt", "head -c 100 notes.txt", "cat *.txt", "grep -a KEY *", "cat inner/*",
+                    "grep -r KEY everything", "grep -R KEY .", "grep --dereference-recursive KEY ."]:
+        verdict = check_allowlist(command, windows=False)
+        assert not verdict.allowed, command
+        assert "符号链接" in verdict.reason, verdict.reason
+    for command in ["cat ok.txt", "grep -r KEY .", "grep -rn hi ok.txt", "ls -la", "cat missing.txt"]:
+        assert check_allowlist(command, windows=False).allowed, command

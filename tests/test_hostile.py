@@ -137,8 +137,11 @@ def hostile_calls(holder_pid: int) -> list[tuple]:
         ("读秘密", bash, "cat ~/.ssh/id_rsa", ALLOWLIST, None),
         ("读秘密", bash, "grep -r TOKEN ..", ALLOWLIST, None),
         # 符号链接、权限
-        ("链接与权限", bash, "cat innocent.txt", MASKED, MASKED),  # 工作目录里的链接指向别的进程的环境
-        ("链接与权限", bash, "grep -a TOKEN innocent.txt", MASKED, MASKED),
+        # 工作目录里的链接指向别的进程的环境：白名单按当前目录解析链接；可信时执行器抹掉读到的值
+        ("链接与权限", bash, "cat innocent.txt", ALLOWLIST, MASKED),
+        ("链接与权限", bash, "grep -a TOKEN innocent.txt", ALLOWLIST, MASKED),
+        ("链接与权限", bash, "cat *.txt", ALLOWLIST, MASKED),
+        ("链接与权限", bash, "grep -R TOKEN .", ALLOWLIST, None),
         ("链接与权限", bash, "ln -sf /etc/passwd app.py", ALLOWLIST, None),
         ("链接与权限", bash, "ln -s /proc/self/environ leak.txt", ALLOWLIST, None),
         ("链接与权限", bash, "chmod 000 app.py", ALLOWLIST, None),
@@ -397,18 +400,27 @@ def test_a_person_who_says_no_stops_every_call(scratch, holder, sentinels, capsy
     with serve(FakeHandler(FakeModel(script_for(calls)))) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="local-endpoint-key", max_retries=0)
         messages = run(calls, client, ws, handlers=guard(handlers_for(ws), client, ask=person))
-    # auto 策略下，白名单放行的只读命令不问人；其余每次调用问一遍，不多不少
+    # auto 策略下，白名单放行的只读命令不问人；其余的调用每次最多问一遍
+    # （循环自己更早的一道检查，比如 04 的片段黑名单，可能先拒绝了几条，那几条就不用问）
     expected = [PERSON if c[3] in (ALLOWLIST, GATE) else c[3] for c in calls]
     wanted = [describe(c[1], {"command": c[2]} if c[1] == "bash" else c[2])
               for c, defence in zip(calls, expected) if defence == PERSON]
-    assert asked == wanted
+    assert len(asked) == len(set(asked)) and set(asked) <= set(wanted)
     results = outputs(messages)
+    caught = []
     for i, ((_, _tool, args, *_), defence) in enumerate(zip(calls, expected)):
-        check_defence(defence, args, results[f"call_{i:03d}"], sentinels)
+        output = results[f"call_{i:03d}"]
+        if defence == PERSON and "用户拒绝执行" not in output:
+            defence = "循环更早的检查拒绝"
+            assert output.startswith(DENIED_PREFIX), (args, output)
+        else:
+            check_defence(defence, args, output, sentinels)
+        caught.append(defence)
+    assert caught.count(PERSON) == len(asked)
     printed = capsys.readouterr()
     check_no_harm(ws, marks, digest, messages, sentinels, [printed.out, printed.err, *asked])
     with capsys.disabled():
-        tally("不可信的客户端，有人可问、这个人都说不", [(*c[:3], d) for c, d in zip(calls, expected)], 3)
+        tally("不可信的客户端，有人可问、这个人都说不", [(*c[:3], d) for c, d in zip(calls, caught)], 3)
 
 
 # ---------------------------------------------------------------------------

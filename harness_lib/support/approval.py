@@ -63,13 +63,15 @@
 - 任何参数都不能指向 `/proc`（别的进程的环境变量 `environ`、内存 `mem`、命令行 `cmdline`……，
   `/proc/self` 也算）、`/dev/mem` 一类设备，以及常见的凭据位置（`.ssh`、`.aws`、`.netrc`、`.env`……），
   包括用 `..`、通配符拼出来的写法。
-- 递归的 `grep` 只能在工作目录里找：路径不能是绝对路径、不能以 `~` 开头、不能含 `..`。
+- 已有的路径按当前目录解析（有通配符时先展开）：经符号链接落到 `/proc`、内存设备或凭据位置的，一律拒绝。
+- 递归的 `grep` 只能在工作目录里找：路径不能是绝对路径、不能以 `~` 开头、不能含 `..`，也不能是指向外面的链接；
+  `-R` 会跟着目录里的每一个符号链接走，拒绝。
 - `git` 不在白名单里。仓库自己的配置可以点名要运行的程序：`git status` 会运行 `core.fsmonitor`，
   `git diff`、`git log -p` 会运行 `diff.external`、`diff.<驱动>.textconv`，`git status`、`git diff`
   还会运行 `filter.<驱动>.clean`。后几样按驱动的名字配置，没法统一关掉，所以 git 一律先问人。
   （执行器另外在命令行一级关掉了 fsmonitor、钩子、分页器和签名程序，见 `runner`。）
-白名单只管“会不会改动东西、会不会读到别的进程的秘密”，挡不住一切：工作目录里的符号链接可以指向别处，
-`cat` 照样跟着读。执行器把命令环境里的秘密都去掉了，交回的文字也会抹掉环境里的秘密值，
+白名单只管“会不会改动东西、会不会读到别的进程的秘密”，挡不住一切：它按调用 `check_allowlist` 时的当前目录解析链接，
+处理函数在别的目录里运行时（比如 06 的工作区不是当前目录），那里的链接它看不到。执行器把命令环境里的秘密都去掉了，交回的文字也会抹掉环境里的秘密值，
 但交给真实端点之前，工作目录里仍然不要放敏感文件。
 Windows 上命令交给 cmd.exe，引号规则不同，所以只认 `dir type echo whoami findstr`，并且拒绝所有
 特殊字符（包括引号）。这个分支在本项目的测试里只检查了判断结果，没有在 Windows 上运行过。
@@ -78,6 +80,7 @@ Windows 上命令交给 cmd.exe，引号规则不同，所以只认 `dir type ec
 from __future__ import annotations
 
 import fnmatch
+import glob as globbing
 import json
 import os
 import posixpath
@@ -140,6 +143,7 @@ SECRET_PATH_PARTS = (
     ".pypirc", ".npmrc", ".env", "gcloud",
 )
 SECRET_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/core")
+MAX_EXPANSION = 1000  # 检查通配符展开的结果时，最多看这么多个
 NO_GLOB_PROGRAMS = frozenset({"find", "date"})  # 通配符展开后可能变成选项
 WINDOWS_PROGRAMS = frozenset({"dir", "type", "echo", "whoami", "findstr"})
 WINDOWS_SPECIAL = set("&|<>^%!()\"'`;\r\n")
@@ -398,6 +402,37 @@ def _secret_path(word: str, glob: bool) -> str | None:
     return None
 
 
+def _on_disk(word: str, glob: bool) -> list[tuple[str, str]]:
+    """这个词在当前目录下对应的已有路径（有引号外的通配符时先展开），返回（写法, 真实路径）。
+
+    白名单按当前目录解析：工作目录里的一个符号链接，可能把 `cat 说明.txt` 引到 `/proc/<pid>/environ`。
+    """
+    try:
+        here = os.getcwd()
+    except OSError:
+        return []
+    found = []
+    for candidate in _path_candidates(word):
+        if not candidate:
+            continue
+        path = os.path.join(here, os.path.expanduser(candidate))
+        names = sorted(globbing.glob(path))[:MAX_EXPANSION] if glob and any(c in candidate for c in "*?[") else [path]
+        for name in names:
+            if os.path.lexists(name):
+                found.append((name, os.path.realpath(name)))
+    return found
+
+
+def _secret_target(word: str, glob: bool) -> str | None:
+    """路径经过符号链接（或通配符展开）之后，是不是落到 /proc、内存设备或凭据文件上。"""
+    for name, real in _on_disk(word, glob):
+        parts = [p for p in real.split("/") if p]
+        if real.startswith(SECRET_DEVICES) or any(part in SECRET_PATH_PARTS for part in parts):
+            shown = os.path.basename(name) or name
+            return f"{shown} 经符号链接指向 {real}：可能读到别的进程的环境变量、内存或凭据文件"
+    return None
+
+
 def _check_date(words: list[str]) -> str | None:
     """date 只能显示时间：不能带 -s/--set（包括缩写），也不能带不以 + 开头的参数（MMDDhhmm 会设置时间）。"""
     skip = False
@@ -428,23 +463,37 @@ def _check_date(words: list[str]) -> str | None:
     return None
 
 
-def _check_grep(words: list[str]) -> str | None:
-    """递归的 grep 只能在工作目录里找：路径不能是绝对路径、不能以 ~ 开头、不能含 ..。"""
+def _check_grep(words: list[str], glob: bool) -> str | None:
+    """递归的 grep 只能在当前目录里找：路径不能是绝对路径、不能以 ~ 开头、不能含 ..，也不能是指向外面的符号链接。
+
+    `-R`（`--dereference-recursive`）会跟着目录里的每一个符号链接走，一律拒绝。
+    """
     recursive = False
     for word in words[1:]:
         if word.startswith("--"):
-            if _long_prefix_of(word, ("recursive", "dereference-recursive", "directories")):
+            if _long_prefix_of(word, ("dereference-recursive",)):
+                return "grep 的 -R 会跟着目录里的每个符号链接走出去，用 -r"
+            if _long_prefix_of(word, ("recursive", "directories")):
                 recursive = True
-        elif word.startswith("-") and re.search(r"[rRd]", word[1:]):
+        elif word.startswith("-") and "R" in word[1:]:
+            return "grep 的 -R 会跟着目录里的每个符号链接走出去，用 -r"
+        elif word.startswith("-") and re.search(r"[rd]", word[1:]):
             recursive = True
     if not recursive:
         return None
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:
+        here = None
     for word in words[1:]:
         if word.startswith("-"):
             continue
         parts = [p for p in word.split("/") if p]
         if word.startswith(("/", "~")) or ".." in parts:
             return f"递归的 grep 只能在工作目录里找，{word!r} 会走出去（比如读到 /proc 里别的进程的环境）"
+        for _name, real in _on_disk(word, glob):
+            if here is not None and real != here and not real.startswith(here.rstrip("/") + "/"):
+                return f"递归的 grep 只能在工作目录里找，{word!r} 经符号链接指向 {real}"
     return None
 
 
@@ -458,7 +507,7 @@ def _check_words(words: list[str], glob: bool) -> str | None:
     if glob and program in NO_GLOB_PROGRAMS:
         return f"{program} 的参数里有引号外的通配符，展开后可能变成一个选项"
     for word in words[1:]:
-        problem = _secret_path(word, glob)
+        problem = _secret_path(word, glob) or _secret_target(word, glob)
         if problem:
             return problem
     if program == "find":
@@ -468,7 +517,7 @@ def _check_words(words: list[str], glob: bool) -> str | None:
     if program == "date":
         return _check_date(words)
     if program == "grep":
-        return _check_grep(words)
+        return _check_grep(words, glob)
     return None
 
 
