@@ -6,7 +6,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from harness_lib import FakeClient, agent_loop, start_server, text_reply, tool_call, tool_reply
+from harness_lib import FakeClient, agent_loop, model_switch, start_server, text_reply, tool_call, tool_reply
 from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.errors import EndpointError, explain_error
 from harness_lib.support.fake import api_error
@@ -243,3 +243,13 @@ def test_explanations_use_the_same_redaction(monkeypatch):
     text = explain_error(info.value)
     assert "Incorrect API key provided" in text and deepseek[3:15] not in text
     assert not [deepseek[i:i + 8] for i in range(len(deepseek) - 7) if deepseek[i:i + 8] in text]
+
+
+def test_the_switch_status_uses_the_same_redaction(monkeypatch):
+    """切换器的状态行也用 secrets.redact：环境里别家的密钥（连同片段）不会显示出来。"""
+    token = "hf_" + "Mn8Bv7Cx6Zl5Kj4Hg3Fd"
+    monkeypatch.setenv("HF_TOKEN", token)
+    switch = model_switch()
+    shown = switch._set_status(f"调试信息：{token}，片段 {token[4:14]}")
+    assert token[4:12] not in shown and token[4:12] not in switch.status_html.value
+    assert shown == "调试信息：***，片段 ***"
