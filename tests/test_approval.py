@@ -396,10 +396,10 @@ def test_guarded_table_cannot_be_changed(files, plain_client):
 
 def test_bad_arguments_are_not_run_without_approval(tmp_path, plain_client):
     bad = as_call("bash", {"cmd": "touch x.txt"})
-    text = execute_tool_call(bad, guard(HANDLERS, plain_client))
-    assert text.startswith(DENIED_PREFIX) and "参数不合格" in text
-    # 明确放行时交给处理函数，由它报“调用解析失败”
-    assert execute_tool_call(bad, guard(HANDLERS, plain_client, "allow")).startswith("错误（调用解析失败）")
+    # execute_tool_call 在调用（包好的）处理函数之前按工具定义校验参数（04）：不问人，也不执行
+    for policy in (None, "allow", "deny"):
+        text = execute_tool_call(bad, guard(HANDLERS, plain_client, policy, ask=lambda text: "y"))
+        assert text.startswith("错误（调用解析失败）：缺少必填参数 command"), text
     assert not (tmp_path / "x.txt").exists()
 
 

@@ -143,3 +143,32 @@ def test_check_transcript_flags_missing_halves():
     assert not any(check_transcript(text_only).values())
     unfinished = complete[:3]
     assert not check_transcript(unfinished)["4. 模型看到结果后继续，直到不再请求工具"]
+
+
+def test_checks_run_before_the_handler_is_called():
+    """原文第二节的顺序：查工具名、解析、按工具定义校验、授权，都在调用处理函数之前。"""
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    from harness_lib.lesson.loop import TOOLS
+
+    called = []
+
+    def spy(args):
+        called.append(args)
+        return "执行了"
+
+    cases = [
+        ('{"command": "ls"', "错误（调用解析失败）"),
+        ('{"cmd": "ls"}', "错误（调用解析失败）：缺少必填参数 command"),
+        ('{"command": 42}', "错误（调用解析失败）：command 应当是字符串"),
+        ('{"command": "sudo ls"}', "错误（执行授权失败）：命令里有被禁止的片段"),
+    ]
+    for raw, prefix in cases:
+        tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("bash", raw, id="c1"))
+        assert execute_tool_call(tc, {"bash": spy}, TOOLS).startswith(prefix), raw
+    assert called == []
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("bash", {"command": "ls"}, id="c2"))
+    assert execute_tool_call(tc, {"bash": spy}) == "执行了" and called == [{"command": "ls"}]
+    # 工具定义里没有的工具：只解析，不按定义校验；黑名单只管 bash
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("note", {"text": "sudo "}, id="c3"))
+    assert execute_tool_call(tc, {"note": spy}) == "执行了"

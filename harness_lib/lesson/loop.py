@@ -3,7 +3,7 @@
 每个名字由哪本笔记本定义：
 
 - `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
-- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`bash_handler`、`HANDLERS`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
+- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
 - `agent_loop`、`NOT_EXECUTED`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
@@ -49,32 +49,49 @@ from harness_lib.support.runner import run_bash
 BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"]
 
 
-def bash_handler(args):
-    """bash 工具的处理函数：先校验参数，再做教学级的片段检查，最后才启动进程。"""
+def check_arguments(args, schema):
+    """按工具定义的 parameters 校验参数：必填的都在，声明为 string 的是字符串；不合格就抛 ToolInputError。"""
+    for key in schema.get("required", []):
+        if key not in args:
+            raise ToolInputError(f"缺少必填参数 {key}")
+    for key, spec in schema.get("properties", {}).items():
+        if key in args and spec.get("type") == "string" and not isinstance(args[key], str):
+            raise ToolInputError(f"{key} 应当是字符串，实际是 {type(args[key]).__name__}")
+
+
+def check_permission(name, args):
+    """执行授权：bash 的命令里有 BLOCKED_SNIPPETS 里的片段，就抛 ToolDenied（教学级的黑名单）。"""
     command = args.get("command")
-    if command is None:
-        raise ToolInputError("缺少必填参数 command")
-    if not isinstance(command, str):
-        raise ToolInputError(f"command 应当是字符串，实际是 {type(command).__name__}")
-    for snippet in BLOCKED_SNIPPETS:
-        if snippet in command:
-            raise ToolDenied(f"命令里有被禁止的片段 {snippet!r}")
-    return run_bash(command)
+    if name == "bash" and isinstance(command, str):
+        for snippet in BLOCKED_SNIPPETS:
+            if snippet in command:
+                raise ToolDenied(f"命令里有被禁止的片段 {snippet!r}")
+
+
+def bash_handler(args):
+    """bash 工具的处理函数：参数已经校验过、命令已经放行，这里只管执行。"""
+    return run_bash(args["command"])
 
 
 HANDLERS = {"bash": bash_handler}
 
 
 # %% notebooks/04_failure_paths.ipynb 第 34 格
-def execute_tool_call(tool_call, handlers):
-    """执行一个工具调用。无论成败都返回一段文字，交给 tool 消息；失败时写明属于哪一层。"""
+def execute_tool_call(tool_call, handlers, tools=TOOLS):
+    """执行一个工具调用。无论成败都返回一段文字，交给 tool 消息；失败时写明属于哪一层。
+
+    顺序照原文第二节：查工具名、解析、按工具定义校验、授权，都在调用处理函数之前。
+    """
     name = tool_call.function.name
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     try:
         if name not in handlers:
             known = "、".join(handlers) or "（无）"
             raise ToolInputError(f"没有名为 {name!r} 的工具，可用的工具：{known}")
         args = parse_arguments(tool_call.function.arguments)
-        return handlers[name](args)
+        check_arguments(args, schemas.get(name, {}))
+        check_permission(name, args)
+        return handlers[name](args)  # 前面几步都过了，才轮到处理函数
     except ToolInputError as exc:
         return f"错误（调用解析失败）：{exc}"
     except ToolDenied as exc:
@@ -115,7 +132,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
             turn.append({
                 "role": "tool",
                 "tool_call_id": tool_call.id,
-                "content": execute_tool_call(tool_call, handlers),
+                "content": execute_tool_call(tool_call, handlers, tools),
             })
         messages.extend(turn)
         if on_turn is not None:

@@ -41,7 +41,7 @@ def agent_loop_stream(messages, *, client, model, tools=TOOLS, handlers=HANDLERS
             turn.append({
                 "role": "tool",
                 "tool_call_id": tool_call.id,
-                "content": execute_tool_call(tool_call, handlers),
+                "content": execute_tool_call(tool_call, handlers, tools),
             })
         messages.extend(turn)
         if on_turn is not None:
