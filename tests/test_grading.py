@@ -160,3 +160,42 @@ def test_forbidden_module_reached_through_the_package():
 def test_not_a_function():
     with pytest.raises(AssertionError, match="不是函数"):
         assert_own_work(None, parse_arguments)
+
+
+# ---------------------------------------------------------------------------
+# 04、05、06 的练习
+# ---------------------------------------------------------------------------
+
+NOTEBOOKS = ["04_failure_paths", "05_limits", "06_five_tools"]
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _graded_cells(name):
+    nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            yield meta["grade_id"], "".join(cell["source"])
+
+
+def _hidden(source):
+    block = source.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+    return block
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_hidden_assertion_speaks_chinese(name):
+    cells = list(_graded_cells(name))
+    assert cells
+    for grade_id, source in cells:
+        for node in ast.walk(ast.parse(_hidden(source))):
+            if isinstance(node, ast.Assert):
+                texts = [c.value for c in ast.walk(node.msg) if isinstance(c, ast.Constant)
+                         and isinstance(c.value, str)] if node.msg is not None else []
+                assert any(HAN.search(t) for t in texts), f"{grade_id} 第 {node.lineno} 行的断言没有中文说明"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_exercise_checks_for_delegation(name):
+    for grade_id, source in _graded_cells(name):
+        assert "assert_own_work(" in source, f"{grade_id} 的测试没有检查学生是否把活交给了 harness_lib"

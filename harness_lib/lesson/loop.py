@@ -100,7 +100,7 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
 
 
-# %% notebooks/05_limits.ipynb 第 43 格
+# %% notebooks/05_limits.ipynb 第 48 格
 import time
 
 from harness_lib.support.errors import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
@@ -147,7 +147,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
 # （笔记本里这一格最后的表达式只用来显示结果，模块里略去）
 
 
-# %% notebooks/05_limits.ipynb 第 62 格
+# %% notebooks/05_limits.ipynb 第 70 格
 NOT_EXECUTED = ("错误（调用解析失败）", "错误（执行授权失败）")  # 这两层停在处理函数动手之前（04）
 
 
