@@ -172,3 +172,22 @@ def test_checks_run_before_the_handler_is_called():
     # 工具定义里没有的工具：只解析，不按定义校验；黑名单只管 bash
     tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("note", {"text": "sudo "}, id="c3"))
     assert execute_tool_call(tc, {"note": spy}) == "执行了"
+
+
+@pytest.mark.parametrize("content, executed", [
+    ("错误（调用解析失败）：arguments 不是合法的 JSON", False),
+    ("错误（调用解析失败）：没有名为 'run_python' 的工具，可用的工具：bash", False),
+    ("错误（执行授权失败）：命令里有被禁止的片段 'sudo '", False),
+    ("错误（工具结果失败）：AttributeError: 'str' object has no attribute 'decode'", True),
+    ("app.py\nutils.py", True),
+])
+def test_check_transcript_question_two_needs_a_handler_that_ran(content, executed):
+    """第 2 问：只有处理函数真的被调用过，才算执行了；停在它之前的两层不算。"""
+    calls = [{"id": "call_001", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    transcript = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_001", "content": content},
+        {"role": "assistant", "content": "好"},
+    ]
+    assert check_transcript(transcript)["2. 程序真的执行了处理函数"] is executed
