@@ -199,3 +199,18 @@ def test_every_hidden_assertion_speaks_chinese(name):
 def test_every_exercise_checks_for_delegation(name):
     for grade_id, source in _graded_cells(name):
         assert "assert_own_work(" in source, f"{grade_id} 的测试没有检查学生是否把活交给了 harness_lib"
+
+
+def test_a_notebook_copy_of_a_definition_is_caught_when_listed():
+    """笔记本里定义的同名类不是库里那一个：把它也列进禁止清单，照样认得出来。"""
+    namespace = {}
+    exec("class Workspace:\n    def resolve(self, p):\n        return p\n\n"
+         "def resolve_inside(root, path):\n    return Workspace().resolve(path)\n", namespace)
+    assert_own_work(namespace["resolve_inside"], Workspace)  # 只禁库里的那一个：查不到
+    with pytest.raises(AssertionError, match="Workspace"):
+        assert_own_work(namespace["resolve_inside"], Workspace, namespace["Workspace"])
+
+
+def test_the_message_names_the_real_definition_behind_an_alias():
+    with pytest.raises(AssertionError, match=r"即 Workspace"):
+        assert_own_work(by_alias, Workspace)

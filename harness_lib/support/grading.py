@@ -9,8 +9,8 @@
 - 学生自己写的辅助函数和类：接着查它们的代码。
 
 走到一个被禁止的定义（或者它的实例）时，抛出 `AssertionError`，说明用中文。
-`forbidden` 可以是对象本身、名字（字符串，匹配 harness_lib 里同名的定义），或者一个 harness_lib 模块
-（模块里定义的全部东西都算）。没有列出的 harness_lib 定义（例如题目允许用的 `string_arg`）照常可以用。
+`forbidden` 可以是对象本身（harness_lib 里的定义，也可以是笔记本里讲过的同名定义）、名字（字符串，
+匹配 harness_lib 里同名的定义），或者一个 harness_lib 模块（模块里定义的全部东西都算）。没有列出的 harness_lib 定义（例如题目允许用的 `string_arg`）照常可以用。
 
 这是静态的检查：`eval`、`getattr(模块, "拼出来的名字")` 这类写法查不到，批改时由老师留意。
 """
@@ -65,7 +65,7 @@ def _expand(forbidden) -> tuple[set[int], set[str], list]:
             for key, value in list(vars(module).items()):
                 if key in names and _from_package(value):
                     ids.add(id(value))
-    return ids, names, shown
+    return ids, names, list(dict.fromkeys(shown))
 
 
 class _Walker:
@@ -77,7 +77,8 @@ class _Walker:
     def hit(self, obj: Any, how: str) -> bool:
         """obj 是被禁止的定义或它的实例时记下来。"""
         if id(obj) in self.ids:
-            self.found.append(how)
+            real = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+            self.found.append(how if not real or how.endswith(real) else f"{how}（即 {real}）")
             return True
         cls = obj if isinstance(obj, type) else type(obj)
         if not isinstance(obj, type) and id(cls) in self.ids:
@@ -183,6 +184,6 @@ def assert_own_work(fn, *forbidden) -> None:
     if found:
         _, _, shown = _expand(forbidden)
         raise AssertionError(
-            f"{getattr(fn, '__name__', fn)} 用到了 harness_lib 里现成的 {'、'.join(found)}。"
+            f"{getattr(fn, '__name__', fn)} 用到了现成的 {'、'.join(found)}。"
             f"这道题要你自己写出这部分逻辑，不能交给 {'、'.join(shown)}。"
         )
