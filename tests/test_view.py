@@ -78,6 +78,20 @@ def test_frame_preview_is_truncated():
     assert df.loc[0, "content"] == "字" * 60 + "…"
 
 
+def test_frame_shows_whole_cells_without_touching_global_options():
+    import pandas as pd
+
+    calls = [call(f"call_{i:03d}", "ls -1 *.py") for i in (1, 2)]
+    frame = messages_frame([{"role": "assistant", "content": None, "tool_calls": calls}])
+    assert isinstance(frame, pd.DataFrame)
+    cell = frame.loc[0, "tool_calls"]
+    assert len(cell) > 50 and "[call_002]" in cell
+    # 两个调用只差在最后的 id：显示出来必须看得到
+    assert "call_002" in frame._repr_html_() and "call_002" in repr(frame)
+    assert pd.get_option("display.max_colwidth") == 50, "不应改动全局的 pandas 选项"
+    assert isinstance(frame[frame["role"] == "assistant"], type(frame)), "筛选之后仍是同一种表"
+
+
 def test_frame_accepts_sdk_objects():
     sdk = ChatCompletionMessage.model_validate({
         "role": "assistant",

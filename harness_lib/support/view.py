@@ -20,6 +20,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
 __all__ = [
     "COLUMNS",
     "MessagesView",
@@ -148,15 +150,35 @@ def _rows(messages) -> list[Mapping]:
 # ---------------------------------------------------------------------------
 
 
+class MessagesFrame(pd.DataFrame):
+    """`messages_frame` 的结果：普通的 `pandas.DataFrame`，只是显示时不再把单元格截到 50 个字符。
+
+    预览在生成时已经截好（`content` 前 60 个字符；`tool_calls` 里调用 id 写在最后），
+    pandas 默认的截断会正好切掉两个调用之间不同的那一段，所以这里显示全文；
+    设置只在显示这张表的那一刻生效，不改动全局的 pandas 选项。
+    """
+
+    @property
+    def _constructor(self):
+        return MessagesFrame
+
+    def _repr_html_(self):
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+    def __repr__(self) -> str:
+        # 纯文字显示：列不折叠、不省略
+        with pd.option_context("display.max_colwidth", None, "display.max_columns", None, "display.width", 0):
+            return super().__repr__()
+
+
 def messages_frame(messages):
-    """把消息列表变成 `pandas.DataFrame`，每条消息一行。
+    """把消息列表变成 `MessagesFrame`（`pandas.DataFrame` 的子类），每条消息一行。
 
     索引是 `pos`（从 0 开始的位置，与 `messages[i]` 一致），列依次是 `role`、`content`（前 60 个字符的预览，
     换行显示为 ⏎）、`tool_calls`（每个调用写成 `name(arguments) [id]`，多个用换行连接）、
     `tool_call_id`（没有则为空串）。dict 和 SDK 对象都可以。
     """
-    import pandas as pd
-
     rows = _rows(messages)
     data = {
         "pos": list(range(len(rows))),
@@ -169,7 +191,7 @@ def messages_frame(messages):
         "tool_call_id": [str(r.get("tool_call_id") or "") for r in rows],
     }
     # 位置做索引：显示时只有一列编号，和实时消息表的 pos 列一致
-    return pd.DataFrame(data, columns=COLUMNS).set_index("pos")
+    return MessagesFrame(data, columns=COLUMNS).set_index("pos")
 
 
 # ---------------------------------------------------------------------------
