@@ -149,6 +149,22 @@ def test_a_whole_module_can_be_forbidden():
     assert_own_work(own, runner)
 
 
+def test_a_forbidden_module_covers_what_it_re_exports():
+    from harness_lib.support import approval
+    from harness_lib.support.allowlist import check_allowlist as moved
+
+    def by_re_export(command):
+        return approval.check_allowlist(command).allowed
+
+    def by_home(command):
+        return moved(command).allowed
+
+    with pytest.raises(AssertionError, match="approval"):  # 用到被禁止的模块本身
+        assert_own_work(by_re_export, approval)
+    with pytest.raises(AssertionError, match="check_allowlist"):  # 定义在别处、由 approval 交出去的
+        assert_own_work(by_home, approval)
+
+
 def test_forbidden_module_reached_through_the_package():
     def make(root):
         return lesson_tools.make_file_tools(root)
