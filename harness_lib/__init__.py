@@ -1,6 +1,8 @@
 """智能体循环教学笔记本的共享辅助库。
 
-这里只做再导出。每个模块的文档字符串说明它放的是什么、由哪一本笔记本讲过。
+这里只做再导出，外加一件事：在 Jupyter 里导入时，让没被接住的 openai SDK 异常先显示一句中文说明
+（`harness_lib.support.errors.explain_uncaught_errors`），原来的调用栈照样显示在下面。
+每个模块的文档字符串说明它放的是什么、由哪一本笔记本讲过。
 """
 
 from .support.runner import BASH_TOOL, run_bash
@@ -80,3 +82,7 @@ __all__ = [
     "guard",
     "trusted",
 ]
+
+from .support.errors import explain_uncaught_errors as _explain_uncaught_errors
+
+_explain_uncaught_errors()

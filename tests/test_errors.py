@@ -12,6 +12,8 @@ import json
 
 import httpx2
 import openai
+import nbformat
+from nbclient import NotebookClient
 import pytest
 
 from conftest import key_leaks
@@ -27,6 +29,8 @@ from harness_lib.support.errors import (
 )
 from harness_lib.support.fake import api_error
 from harness_lib.support.secrets import NO_KEY, redact
+from harness_lib.support.clients import learner_environment
+from harness_lib.support.net import closed_port_url
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 MODEL = "fake-agent-1"
@@ -384,3 +388,30 @@ def test_call_model_raises_endpoint_error_for_provider_400s_and_keeps_our_own_40
     for case in (TOOL_PAIR, REASONING, THINKING):  # 这些要改代码：原样抛出，03、04 教过怎样读
         with pytest.raises(openai.BadRequestError):
             call_model(client_for(case), model=MODEL, messages=MESSAGES)
+
+
+def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
+    """在真正的内核里：学习者自己写的 create() 出错、没有接住时，先显示中文说明，调用栈还在，密钥被抹掉。"""
+    key = "sk-uncaught-" + "7f3a9c21e8b04d6f5a1c"
+    cells = [
+        "import openai\nimport harness_lib",
+        f"openai.OpenAI(base_url={closed_port_url()!r}, api_key='x', max_retries=0)"
+        ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
+        f"openai.OpenAI(base_url={fault_server.url('auth')!r}, api_key={key!r}, max_retries=0)"
+        ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
+        "try:\n    openai.OpenAI(base_url=" + repr(closed_port_url()) + ", api_key='x', max_retries=0)"
+        ".chat.completions.create(model='m', messages=[])\nexcept openai.APIConnectionError as exc:\n"
+        "    print('接住了', type(exc).__name__)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   shutdown_kernel="immediate").execute(env={**learner_environment(), "OPENAI_API_KEY": key})
+    refused, auth, caught = (cell.outputs for cell in nb.cells[1:])
+    text = "\n".join(refused[0]["traceback"])
+    assert refused[0]["ename"] == "APIConnectionError", "异常本身不变"
+    assert "无法连接" in text and "端点出错了" in text, "先给中文说明"
+    assert "Traceback" in text or "chat.completions.create" in text, "原来的调用栈还在"
+    auth_text = "\n".join(auth[0]["traceback"])
+    assert auth[0]["ename"] == "AuthenticationError" and "密钥不对" in auth_text
+    assert not key_leaks(json.dumps(auth, ensure_ascii=False), key, 8), "说明、调用栈和异常文字里都不能有密钥的片段"
+    assert caught[0]["text"].startswith("接住了 APIConnectionError"), "try/except 照样接得住"

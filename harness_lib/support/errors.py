@@ -21,10 +21,12 @@ import json
 from typing import NamedTuple
 
 import openai
+from IPython import get_ipython
 
 from .secrets import redact
 
 __all__ = [
+    "explain_uncaught_errors",
     "ERROR_TABLE",
     "RETRY_POLICY",
     "EndpointError",
@@ -368,3 +370,34 @@ def _dump(response):
         return json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False)
     except Exception:
         return repr(response)
+
+
+# ---------------------------------------------------------------------------
+# 在 Jupyter 里：没被接住的端点错误，先给一句中文说明
+# ---------------------------------------------------------------------------
+
+_UNCAUGHT_HEAD = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
+
+
+def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
+    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
+    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    lines = [redact(line) for line in [_UNCAUGHT_HEAD, "  " + explain_error(value), ""] + list(stb)]
+    # IPython 执行格子时只调用这个函数、不管它的返回值，所以这里自己显示（内核把它作为错误输出发给前端）
+    shell._showtraceback(etype, redact(str(value)), lines)
+    return lines
+
+
+def explain_uncaught_errors(shell=None) -> bool:
+    """让 Jupyter 在显示没被接住的 openai SDK 异常时，先给出 `explain_error` 的中文说明。
+
+    学习者自己写的 `client.chat.completions.create(...)` 出错时（密钥不对、连不上、上下文太长……），
+    格子下面先是一句“出了什么事、该怎么办”，然后才是原来的调用栈，一行也不少；异常本身不变，
+    `try/except` 照样接得住，接住的异常不受影响。说明和调用栈里的密钥都会被抹掉。
+    `import harness_lib` 时调用一次；不在 IPython 里（普通 Python、测试进程）什么也不做，返回 False。
+    """
+    shell = shell if shell is not None else get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return False
+    shell.set_custom_exc((openai.APIError,), _show_with_explanation)
+    return True
