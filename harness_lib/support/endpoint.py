@@ -7,7 +7,8 @@
 * `start_server()`：提供离线假模型（``FakeHandler``），``with start_server() as server: ... server.base_url``；
 * `ensure_local_server()`：模型切换器里“本项目的本地端点”，进程内共享一个，按需启动；
 * `serves_fake(base_url)`：这个地址是不是本进程启动、仍在运行的假模型端点（审批据此判断是否可信）；
-* 命令行：``python -m harness_lib.support.endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]``。
+* 命令行：``harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]``（装好项目后就有；
+  也可以写成 ``python -m harness_lib.support.endpoint``）。
 
 只用标准库的 ``http.server``。HTTP/1.1 keep-alive；流式响应用分块传输编码，每个 SSE 事件立刻发出；
 小响应不等 Nagle 算法攒包（``TCP_NODELAY``）。
@@ -27,6 +28,7 @@ from typing import Any, Callable
 import httpx2
 
 from .fake import DEFAULT_MODEL, FakeHandler, FakeModel
+from .fake_policy import OTHER_PATH_MODELS
 from .wire import Rejected
 
 __all__ = ["LocalServer", "ensure_local_server", "main", "serve", "serves_fake", "start_server"]
@@ -261,7 +263,7 @@ def ensure_local_server() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m harness_lib.support.endpoint",
+        prog="harness-endpoint",
         description="在本机启动一个 OpenAI 兼容端点，由离线假模型作答。",
     )
     parser.add_argument("--host", default="127.0.0.1",
@@ -276,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     httpd = _HTTPServer((args.host, args.port), handler, stream_delay=args.stream_delay, verbose=args.verbose)
     host, port = httpd.server_address[:2]
     print(f"本地假模型端点已启动：http://{host}:{port}/v1", flush=True)
-    print(f"模型名：{DEFAULT_MODEL}。按 Ctrl+C 停止。", flush=True)
+    others = "、".join(OTHER_PATH_MODELS)
+    print(f"模型名：{DEFAULT_MODEL}（也认得走别的路的 {others}）。按 Ctrl+C 停止。", flush=True)
     try:
         httpd.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
