@@ -86,3 +86,21 @@ def test_library_docstrings_are_chinese():
                 d = ast.get_docstring(node)
                 if d:
                     assert CJK.search(d), f"{path.name}:{node.name} 的文档字符串不是中文"
+
+
+def test_every_hidden_assertion_has_a_chinese_message():
+    """学生在反馈里只看得到隐藏测试的断言说明（见 coursework/course.py），所以每条断言都要带一句中文说明。"""
+    import textwrap
+
+    missing = []
+    for path in notebook_paths():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            source = "".join(cell["source"])
+            for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", source, re.S):
+                for node in ast.walk(ast.parse(textwrap.dedent(block))):
+                    if isinstance(node, ast.Assert) and not (
+                        node.msg is not None and CJK.search(ast.unparse(node.msg))
+                    ):
+                        missing.append(f"{path.name} {cell.get('id')}: {ast.unparse(node)[:70]}")
+    assert not missing, "这些隐藏断言没有中文说明：\n" + "\n".join(missing)
