@@ -1,7 +1,7 @@
 """批改用的 `assert_own_work`：认得各种把活交给 harness_lib 的写法，也不冤枉允许用的辅助函数。
 
 最后两个测试看 04、05、06 的练习：隐藏测试里的每条断言都带中文说明（学生在反馈里只看得到这句话），
-每道练习的测试格都用 `assert_own_work` 查过学生的函数。
+每道练习的测试格都用 `assert_own_work` 查过学生的函数（库里根本没有现成做法的几道除外，`NOTHING_TO_DELEGATE` 写明原因）。
 """
 
 import ast
@@ -211,9 +211,22 @@ def test_every_hidden_assertion_speaks_chinese(name):
                 assert any(HAN.search(t) for t in texts), f"{grade_id} 第 {node.lineno} 行的断言没有中文说明"
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+# 库里没有现成做这件事的函数，所以这几道题的测试不用查（每一道都写明原因）
+NOTHING_TO_DELEGATE = {
+    "01-ex1-tests": "从一段文字回答里挑出命令：harness_lib 不做这件事",
+    "03-ex3-tests": "手工重建助手消息：库里只有 model_dump，题目本身禁止用它，隐藏测试还传入只有属性的对象",
+    "07-ex3-tests": "带重试地调用一个函数：harness_lib 把重试交给 SDK，没有这样的函数",
+    "10-ex2-tests": "把拒绝和命令配成对：库里没有这样的函数，消息表只显示截短的预览",
+}
+ALL_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("name", ALL_NOTEBOOKS)
 def test_every_exercise_checks_for_delegation(name):
     for grade_id, source in _graded_cells(name):
+        if grade_id in NOTHING_TO_DELEGATE:
+            assert "assert_own_work(" not in source, f"{grade_id} 已经查了，从例外清单里删掉它"
+            continue
         assert "assert_own_work(" in source, f"{grade_id} 的测试没有检查学生是否把活交给了 harness_lib"
 
 
