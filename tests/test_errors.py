@@ -349,7 +349,8 @@ def test_redact():
     assert redact(f"a {KEY[:5]} b", KEY) == f"a {KEY[:5]} b"  # 5 个字符的片段不算
     assert redact("no key here", None) == "no key here"
     assert redact("x sk-abcdefghijklmnop y", None) == "x *** y"  # 像密钥的长串也抹掉
-    assert redact("right and wrong", ["right"]) == "*** and wrong"
+    assert redact("right and wrong", ["right"]) == "right and wrong"  # 不到 8 个字符的值是占位值，不是密钥
+    assert redact("rightful and wrong", ["rightful"]) == "*** and wrong"
     assert redact(f"api_key={NO_KEY}", NO_KEY) == f"api_key={NO_KEY}"  # 占位值不是秘密
 
 
@@ -415,3 +416,13 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
     assert auth[0]["ename"] == "AuthenticationError" and "密钥不对" in auth_text
     assert not key_leaks(json.dumps(auth, ensure_ascii=False), key, 8), "说明、调用栈和异常文字里都不能有密钥的片段"
     assert caught[0]["text"].startswith("接住了 APIConnectionError"), "try/except 照样接得住"
+
+
+def test_placeholder_keys_do_not_smear_the_explanation():
+    """本地服务常用 "x"、"EMPTY" 这样的占位值当密钥：它们不是秘密，说明文字里的字母不能被抹掉。"""
+    for placeholder in ("x", "EMPTY", "ollama"):
+        text = explain_error(api_error(404, "The model `qwen2.5:7b` does not exist. Expected one of: x-small, EMPTY-ollama"),
+                             placeholder)
+        assert "***" not in text and "Expected" in text and "ollama" in text
+    real = "sk-real-key-0123456789abcdef"
+    assert real[:12] not in explain_error(api_error(401, f"Incorrect API key provided: {real[:12]}****"), real)

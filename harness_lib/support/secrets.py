@@ -107,6 +107,7 @@ def redact(text, key=None, *, environ: Mapping[str, str] | None = None, mask: st
 
     抹掉三样东西：
     1. `key`（一个字符串、若干字符串，或 None）：整把密钥，以及其中任何连续 6 个字符以上的片段。
+       不到 8 个字符的值（本地服务常用的占位值，如 `x`、`EMPTY`）不当作密钥。
        服务商常在报错里回显密钥的开头结尾（如 `sk-abc***xyz`），所以只抹整把密钥不够。
     2. 环境里的秘密值（`env_secrets(environ)`，默认读当前进程的环境）：整个值，以及其中任何连续
        8 个字符以上的片段。所以命令打印出来的、报错里回显的别家密钥也会被抹掉。
@@ -119,7 +120,8 @@ def redact(text, key=None, *, environ: Mapping[str, str] | None = None, mask: st
     keys = [key] if isinstance(key, str) else [k for k in (key or []) if isinstance(k, str)]
     marks = bytearray(len(text))
     for k in keys:
-        if k and k != NO_KEY:
+        # 太短的“密钥”（"x"、"EMPTY"、"ollama" 这类本地服务的占位值）不是秘密：抹掉它们只会把正文抹花
+        if k and k != NO_KEY and len(k) >= MIN_ENV_FRAGMENT:
             _mark(text, marks, k, MIN_KEY_FRAGMENT)
     for secret in env_secrets(environ):
         _mark(text, marks, secret, MIN_ENV_FRAGMENT)
