@@ -1,6 +1,9 @@
 """测试共用的路径与小工具。"""
 
 import pathlib
+import re
+import subprocess
+import time
 
 import pytest
 
@@ -34,3 +37,26 @@ def workspace(monkeypatch):
     path = demo_workspace()
     monkeypatch.chdir(path)
     return path
+
+
+def stop_process(proc, timeout=10):
+    """请子进程退出；等 `timeout` 秒还没退出就强制结束。"""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def printed_base_url(proc, out_path, what, log_path=None, timeout=30):
+    """等子进程在 `out_path` 里打印出 `http://…/v1` 并返回它；进程退出或超时就带着日志失败。"""
+    log_path = log_path or out_path
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"{what}没能启动：{log_path.read_text(errors='replace')}"
+        assert time.monotonic() < deadline, f"{what} {timeout} 秒内没有打印地址"
+        match = re.search(r"http://[^\s]+/v1", out_path.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            return match.group(0)
+        time.sleep(0.05)

@@ -56,10 +56,9 @@ def artifacts():
     return ARTIFACTS
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, artifacts):
-    workdir = tmp_path_factory.mktemp("lab")
-    server = LabServer(NOTEBOOKS, workdir, artifacts / "jupyterlab.log")
+def _server(tmp_path_factory, artifacts, name):
+    """在临时副本上起一个 Jupyter 服务器，用完关掉；日志写到 artifacts/<name>.log。"""
+    server = LabServer(NOTEBOOKS, tmp_path_factory.mktemp(name), artifacts / f"{name}.log")
     assert ROOT not in server.root.parents, "必须服务临时副本，不能是仓库里的笔记本"
     try:
         server.start()
@@ -69,15 +68,14 @@ def lab(tmp_path_factory, artifacts):
 
 
 @pytest.fixture(scope="module")
+def lab(tmp_path_factory, artifacts):
+    yield from _server(tmp_path_factory, artifacts, "jupyterlab")
+
+
+@pytest.fixture(scope="module")
 def notebook7_server(tmp_path_factory, artifacts):
     """给 Notebook 7 单独起一个服务器：自己的配置和工作区目录，不继承 JupyterLab 页面存下的布局。"""
-    workdir = tmp_path_factory.mktemp("notebook7")
-    server = LabServer(NOTEBOOKS, workdir, artifacts / "notebook7.log")
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from _server(tmp_path_factory, artifacts, "notebook7")
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import NOTEBOOKS, ROOT, notebook_paths
+from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
+from harness_lib.support.clients import learner_environment
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
 from harness_lib.support.endpoint import serve
 from harness_lib.support.fake_policy import OTHER_PATH_MODELS
@@ -150,7 +151,7 @@ def llama_server(tmp_path_factory):
         "--host", "127.0.0.1",
         "--port", str(port),
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=ROOT, env=env)
@@ -167,12 +168,7 @@ def llama_server(tmp_path_factory):
     finally:
         if proxy is not None:
             proxy.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=15)
 
 
 @pytest.fixture(scope="session")
@@ -180,27 +176,15 @@ def project_endpoint(tmp_path_factory):
     """本项目的端点，跑在另一个进程里（和命令行用法一样）；返回它的 base_url。"""
     folder = tmp_path_factory.mktemp("endpoint")
     out_path = folder / "stdout.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "OPENAI_"))}
+    env = learner_environment()
     env["PYTHONUNBUFFERED"] = "1"
     with open(out_path, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "harness_lib.support.endpoint", "--port", "0"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
     try:
-        deadline = time.monotonic() + 30
-        match = None
-        while match is None:
-            assert proc.poll() is None, "本项目的端点没能启动：" + out_path.read_text(errors="replace")
-            assert time.monotonic() < deadline, "本项目的端点 30 秒内没有打印地址"
-            match = re.search(r"http://[^\s]+/v1", out_path.read_text(encoding="utf-8", errors="replace"))
-            time.sleep(0.05)
-        yield match.group(0)
+        yield printed_base_url(proc, out_path, "本项目的端点")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 # ---------------------------------------------------------------------------

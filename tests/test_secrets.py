@@ -20,7 +20,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 import traceback
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,7 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from conftest import NOTEBOOKS, ROOT, notebook_paths
+from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
 from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame, model_switch,
                          run_bash, text_reply, tool_call, tool_reply)
 from harness_lib.support.endpoint import start_server
@@ -152,21 +151,9 @@ def endpoint(tmp_path_factory):
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
         )
     try:
-        deadline = time.monotonic() + 30
-        match = None
-        while match is None:
-            assert proc.poll() is None, f"本地端点没能启动：{log_path.read_text(errors='replace')}"
-            assert time.monotonic() < deadline, "本地端点 30 秒内没有打印地址"
-            match = re.search(r"http://[^\s]+/v1", out_path.read_text(encoding="utf-8", errors="replace"))
-            time.sleep(0.05)
-        yield Endpoint(remote_looking(match.group(0)), log_path)
+        yield Endpoint(remote_looking(printed_base_url(proc, out_path, "本地端点", log_path)), log_path)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
     # 端点自己的输出（启动信息和请求日志）里也不能有密钥
     assert_clean(out_path.read_text(encoding="utf-8", errors="replace"), "本地端点的标准输出")
     assert_clean(log_path.read_text(encoding="utf-8", errors="replace"), "本地端点的请求日志")
