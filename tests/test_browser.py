@@ -90,28 +90,24 @@ def playwright(tmp_path_factory):
 
 
 def _context(playwright, tmp_path_factory):
+    """一个新的浏览器用户目录里的无头 Chromium，用完关掉。"""
     context = launch_browser(playwright, tmp_path_factory.mktemp("chromium-profile"))
     context.set_default_timeout(60_000)
-    return context
-
-
-@pytest.fixture(scope="module")
-def browser(playwright, tmp_path_factory):
-    context = _context(playwright, tmp_path_factory)
     try:
         yield context
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, tmp_path_factory):
+    yield from _context(playwright, tmp_path_factory)
 
 
 @pytest.fixture
 def fresh_browser(playwright, tmp_path_factory):
     """一个全新的浏览器用户目录：Notebook 7 不继承 JupyterLab 页面留下的本地存储和 Cookie。"""
-    context = _context(playwright, tmp_path_factory)
-    try:
-        yield context
-    finally:
-        context.close()
+    yield from _context(playwright, tmp_path_factory)
 
 
 @pytest.fixture
