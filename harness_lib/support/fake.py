@@ -421,8 +421,12 @@ class FakeClient(OfflineClient):
     """
 
     def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL, **options: Any):
-        self._model = FakeModel(script, model=model)
-        handler = None if isinstance(options.get("http_client"), OfflineHTTP) else self._make_handler()
+        if isinstance(options.get("http_client"), OfflineHTTP):
+            self._model = None  # SDK 复制出来的副本：沿用原来那条线路和它背后的假模型
+            handler = None
+        else:
+            self._model = FakeModel(script, model=model)
+            handler = self._make_handler()
         super().__init__(handler, **options)
 
     def _make_handler(self):
