@@ -25,6 +25,7 @@ from .lesson.loop import (
 )
 from .lesson.tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
 from .support.errors import EndpointError, call_model, from_sdk
+from .support.step import MAX_TOKENS, ask_model, run_loop
 from .support.streaming import accumulate, collect_stream, live_preview, stream_turn
 from .lesson.stream import agent_loop_stream
 from .support.probe import probe
@@ -62,6 +63,9 @@ __all__ = [
     "Workspace",
     "make_file_tools",
     "EndpointError",
+    "MAX_TOKENS",
+    "ask_model",
+    "run_loop",
     "call_model",
     "collect_stream",
     "from_sdk",

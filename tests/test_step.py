@@ -1,0 +1,163 @@
+"""ask_model 和 run_loop：不管端点回来什么（包括什么都没回来），都返回一个能接着用的结果。
+
+端点出错用真正的 HTTP：本机的故障服务器（503、超时）和没人监听的端口；
+模型走别的路用假模型的 `fake-talk-only`、`fake-other-commands`，以及脚本里的坏 JSON。
+"""
+
+import json
+import os
+
+import openai
+import pytest
+
+from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, ask_model, run_loop, text_reply, tool_call,
+                         tool_reply)
+from harness_lib.support.net import closed_port_url
+from harness_lib.support.runner import list_py_command
+from harness_lib.support.watch import disk_snapshot, watch_processes
+
+ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+KEY = "sk-step-test-" + "0123456789abcdef" * 2
+
+
+def real(base_url, retries=0):
+    return openai.OpenAI(base_url=base_url, api_key=KEY, max_retries=retries, timeout=2)
+
+
+def test_a_usable_reply_is_kept_and_described(capsys):
+    client = FakeClient()
+    step = ask_model(client, want="bash", model=client.model, messages=ASK, tools=TOOLS)
+    assert not step.scripted and step.client is client and step.error is None
+    assert step.message is step.live and step.tool_calls[0].function.name == "bash"
+    assert client.last_request["max_tokens"] == MAX_TOKENS, "没写 max_tokens 时补上"
+    assert f"这次：模型请求了 1 个工具调用：bash '{list_py_command()}'" in capsys.readouterr().out
+
+
+def test_max_tokens_given_is_left_alone():
+    client = FakeClient()
+    ask_model(client, model=client.model, messages=ASK, max_tokens=7, quiet=True)
+    assert client.last_request["max_tokens"] == 7
+
+
+def test_a_text_reply_when_a_tool_call_is_wanted_goes_on_scripted(capsys):
+    talk = FakeClient(model="fake-talk-only")
+    script = [tool_reply(tool_call("bash", {"command": "ls"})), text_reply("有 app.py。")]
+    step = ask_model(talk, want="bash", script=script, model="fake-talk-only", messages=ASK, tools=TOOLS)
+    out = capsys.readouterr().out
+    assert step.scripted and step.live is not None and step.live.tool_calls is None
+    assert "这次：模型没有请求工具，只回了文字" in out and "【脚本示范】" in out
+    assert json.loads(step.message.tool_calls[0].function.arguments) == {"command": "ls"}
+    # 后面的步骤接着用同一个脚本
+    after = step.client.chat.completions.create(model=step.model, messages=ASK)
+    assert after.choices[0].message.content == "有 app.py。"
+
+
+def test_other_commands_satisfy_bash_but_not_a_predicate():
+    other = FakeClient(model="fake-other-commands")
+    step = ask_model(other, want="bash", model="fake-other-commands", messages=ASK, tools=TOOLS, quiet=True)
+    assert not step.scripted and len(step.tool_calls) == 2
+
+    def lists_py(message):
+        """列出 .py 文件的调用"""
+        return any("*.py" in c.function.arguments for c in message.tool_calls or [])
+
+    step = ask_model(other, want=lists_py, model="fake-other-commands", messages=ASK, tools=TOOLS, quiet=True)
+    assert step.scripted and "这一步要的是列出 .py 文件的调用" in step.said[1]
+
+
+def test_bad_json_is_not_a_usable_bash_call():
+    broken = FakeClient(script=[tool_reply(tool_call("bash", '{"command": "ls"'))])
+    step = ask_model(broken, want="bash", model=broken.model, messages=ASK, tools=TOOLS, quiet=True)
+    assert step.scripted and step.live.tool_calls[0].function.arguments == '{"command": "ls"'
+
+
+@pytest.mark.parametrize("fault", ["unavailable", "timeout"])
+def test_an_endpoint_that_fails_is_explained_never_called_a_text_reply(fault, fault_server, capsys):
+    step = ask_model(real(fault_server.url(fault)), want=None, model="m", messages=ASK)
+    out = capsys.readouterr().out
+    assert step.scripted and step.live is None and step.error is not None
+    assert step.error.kind == {"unavailable": "server", "timeout": "timeout"}[fault]
+    assert "这次：端点没有给出回复" in out and "没有请求工具" not in out.split("【脚本示范】")[0]
+    assert step.message is not None and step.response.choices[0].message is step.message
+    assert KEY not in out and KEY[:12] not in out
+
+
+def test_refused_connection(capsys):
+    step = ask_model(real(closed_port_url()), model="m", messages=ASK, tools=TOOLS)
+    assert step.error.kind == "connection" and step.scripted
+    assert "连不上" in capsys.readouterr().out
+
+
+def test_run_loop_keeps_a_good_run(workspace, capsys):
+    messages = list(ASK)
+    run = run_loop(agent_loop, messages, client=FakeClient(), model="fake-agent-1", want="tools")
+    assert not run.scripted and [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert "一共请求了 1 个工具调用" in capsys.readouterr().out
+
+
+def test_run_loop_rewinds_after_a_failure_midway_and_goes_on_scripted(workspace, fault_server, capsys):
+    """第一轮成功、第二轮 503：messages 退回开始时的样子，再由假模型完整跑一遍。"""
+
+    class SecondCallFails:
+        def __init__(self):
+            self.good, self.bad, self.calls = FakeClient(), real(fault_server.url("unavailable")), 0
+            self.api_key = KEY
+
+        @property
+        def chat(self):
+            self.calls += 1
+            return (self.good if self.calls == 1 else self.bad).chat
+
+    messages = [{"role": "user", "content": "开始前就有的一条"}, *ASK]
+    run = run_loop(agent_loop, messages, client=SecondCallFails(), model="fake-agent-1")
+    out = capsys.readouterr().out
+    assert run.scripted and run.error is not None
+    assert "循环中途停了" in out and "messages 退回到这一格开始时的 2 条" in out
+    assert [m["role"] for m in messages] == ["user", "user", "assistant", "tool", "assistant"]
+
+
+def test_run_loop_survives_a_loop_that_crashes_on_bad_json(workspace, capsys):
+    def article_loop(messages, *, client, model):
+        while True:
+            message = client.chat.completions.create(model=model, messages=messages, tools=TOOLS).choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                return message.content
+            for call in message.tool_calls:
+                json.loads(call.function.arguments)
+
+    broken = FakeClient(script=[tool_reply(tool_call("bash", '{"command": "ls"'))])
+    messages = list(ASK)
+    run = run_loop(article_loop, messages, client=broken, model=broken.model,
+                   script=[text_reply("【脚本示范】的回答")])
+    assert run.scripted and messages[-1]["content"] == "【脚本示范】的回答"
+    assert len(messages) == 2, "坏 JSON 那一轮追加的助手消息被退回了"
+    assert "不是合法的 JSON" in capsys.readouterr().out
+
+
+def test_run_loop_wants_tools(workspace):
+    messages = list(ASK)
+    run = run_loop(agent_loop, messages, client=FakeClient(model="fake-talk-only"), model="fake-talk-only",
+                   want="tools", quiet=True)
+    assert run.scripted and any(m.get("tool_calls") for m in messages)
+
+
+def test_watch_processes_sees_real_subprocesses_only_inside_the_block(tmp_path):
+    import subprocess
+    import sys
+
+    with watch_processes() as seen:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert [e for e, _ in seen] == ["subprocess.Popen"]
+    if os.name != "nt":
+        with watch_processes() as seen:
+            os.system("true")
+        assert [e for e, _ in seen] == ["os.system"]
+
+
+def test_disk_snapshot_sees_a_new_file(tmp_path):
+    before = disk_snapshot(tmp_path)
+    (tmp_path / "a.txt").write_text("x")
+    after = disk_snapshot(tmp_path)
+    assert before == {} and list(after) == ["a.txt"] and after["a.txt"][0] == 1
