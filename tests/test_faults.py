@@ -67,7 +67,28 @@ CASES = [
 
 
 def test_every_fault_has_a_case():
-    assert {c[0] for c in CASES} | {"ok", "stream_cut"} == set(FAULTS)
+    assert {c[0] for c in CASES} | {"ok", "stream_cut", "flaky"} == set(FAULTS)
+
+
+def test_flaky_fails_every_third_request_and_the_sdk_retry_hides_it(fault_server):
+    fault_server.reset()
+    bare = _client(fault_server, "flaky")
+    outcomes = []
+    for _ in range(6):
+        try:
+            bare.chat.completions.create(model=MODEL, messages=_conversation())
+            outcomes.append("ok")
+        except openai.InternalServerError as exc:
+            assert exc.status_code == 503
+            outcomes.append(503)
+    assert outcomes == ["ok", "ok", 503, "ok", "ok", 503]
+    # 带重试的客户端：第三个请求失败一次，SDK 重试一次就成功
+    fault_server.reset()
+    retried = _client(fault_server, "flaky", retries=2)
+    for _ in range(3):
+        retried.chat.completions.create(model=MODEL, messages=_conversation())
+    assert fault_server.hits["flaky"] == 4
+    assert [row["第几次尝试"] for row in fault_server.log] == [1, 1, 1, 2]
 
 
 @pytest.mark.parametrize("fault, kind, original, hits", CASES, ids=[c[0] for c in CASES])

