@@ -161,3 +161,9 @@ def test_disk_snapshot_sees_a_new_file(tmp_path):
     (tmp_path / "a.txt").write_text("x")
     after = disk_snapshot(tmp_path)
     assert before == {} and list(after) == ["a.txt"] and after["a.txt"][0] == 1
+
+
+def test_a_step_on_a_scripted_fake_is_labelled(capsys):
+    scripted = FakeClient(script=[text_reply("好")])
+    step = ask_model(scripted, model=scripted.model, messages=ASK)
+    assert not step.scripted and capsys.readouterr().out.startswith("【脚本示范】这次：模型没有请求工具")

@@ -170,6 +170,8 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     不写就用默认策略的假模型。`quiet=True` 时不打印。没写 `max_tokens` 时补上 `MAX_TOKENS`。
     """
     kwargs.setdefault("max_tokens", MAX_TOKENS)
+    # 已经在用脚本模式的假模型（前面一步换过来的）时，这一步也标上【脚本示范】
+    label = SCRIPTED if isinstance(client, FakeClient) and client.script_remaining is not None else ""
     said: list[str] = []
     live = response = error = None
     try:
@@ -178,7 +180,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
         if isinstance(response, str) or not choices or getattr(choices[0], "message", None) is None:
             raise EndpointError("no_choices", "回复里没有可用的助手消息（choices 为空，或者不是 JSON）。")
         live = choices[0].message
-        said.append("这次：模型" + describe_reply(live) + "。")
+        said.append(label + "这次：模型" + describe_reply(live) + "。")
     except (openai.APIError, EndpointError, json.JSONDecodeError, UnicodeError) as exc:
         error = exc if isinstance(exc, EndpointError) else from_sdk(exc, getattr(client, "api_key", None))
         said.append("这次：端点没有给出回复。" + _explain(error, client))
@@ -189,7 +191,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
         fake = _scripted_client(script)
         if live is not None:
             said.append(f"这一步要的是{_want_text(want)}。")
-        said.append(f"{SCRIPTED}下面改用脚本模式的假模型回答同一个请求，后面几格接着用它。")
+        said.append(f"{SCRIPTED}下面改用脚本模式的假模型回答同一个请求。")
         request = dict(kwargs, model=fake.model)
         response = fake.chat.completions.create(**request)
         step = Step(response.choices[0].message, response, fake, fake.model, True, live, error, said)
