@@ -268,7 +268,7 @@ def test_setup_notebook_switch_and_table(open_notebook):
         probe = nb.find("print(switch.test_connection())")
         client_cell = nb.find("client, MODEL = switch.current()")
         view = nb.find("view = show_messages(messages")
-        call = nb.find("response = client.chat.completions.create(")
+        call = nb.find("step = ask_model(client")
         update = nb.find("messages.append(message.model_dump(")
         assert switch < probe < client_cell < view < call < update
 
@@ -321,7 +321,7 @@ def test_one_request_live_table_and_loop(open_notebook):
         client_cell = nb.find("client, MODEL = switch.current()")
         view = nb.find("view = show_messages(messages)")
         loop_view = nb.find("loop_view = show_messages(loop_messages)")
-        loop_run = nb.find("answer_text = simple_loop(loop_messages")
+        loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
         updates = update_cells(nb, view)
         assert len(updates) >= 3 and updates[-1] < loop_view < loop_run
 
@@ -402,7 +402,7 @@ def test_notebook7_switch_tables_and_loop(open_notebook):
         client_cell = nb.find("client, MODEL = switch.current()")
         view = nb.find("view = show_messages(messages)")
         loop_view = nb.find("loop_view = show_messages(loop_messages)")
-        loop_run = nb.find("answer_text = simple_loop(loop_messages")
+        loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
         updates = update_cells(nb, view)
 
         loop_area = nb.cell(loop_run).locator(".jp-Cell-outputArea")

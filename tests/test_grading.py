@@ -213,8 +213,6 @@ def test_every_hidden_assertion_speaks_chinese(name):
 
 # 库里没有现成做这件事的函数，所以这几道题的测试不用查（每一道都写明原因）
 NOTHING_TO_DELEGATE = {
-    "01-ex1-tests": "从一段文字回答里挑出命令：harness_lib 不做这件事",
-    "03-ex3-tests": "手工重建助手消息：库里只有 model_dump，题目本身禁止用它，隐藏测试还传入只有属性的对象",
     "07-ex3-tests": "带重试地调用一个函数：harness_lib 把重试交给 SDK，没有这样的函数",
     "10-ex2-tests": "把拒绝和命令配成对：库里没有这样的函数，消息表只显示截短的预览",
 }
