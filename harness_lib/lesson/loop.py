@@ -12,7 +12,7 @@
 """
 
 
-# %% notebooks/03_one_request.ipynb 第 18 格
+# %% notebooks/03_one_request.ipynb 第 10 格
 from harness_lib.support.runner import BASH_TOOL
 
 SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；拿到结果后，用简短的中文回答。"
@@ -20,7 +20,7 @@ SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调�
 TOOLS = [BASH_TOOL]
 
 
-# %% notebooks/04_failure_paths.ipynb 第 21 格
+# %% notebooks/04_failure_paths.ipynb 第 9 格
 import json
 
 
@@ -43,7 +43,7 @@ def parse_arguments(raw):
     return value
 
 
-# %% notebooks/04_failure_paths.ipynb 第 29 格
+# %% notebooks/04_failure_paths.ipynb 第 11 格
 from harness_lib.support.runner import run_bash
 
 BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"]
@@ -76,7 +76,7 @@ def bash_handler(args):
 HANDLERS = {"bash": bash_handler}
 
 
-# %% notebooks/04_failure_paths.ipynb 第 34 格
+# %% notebooks/04_failure_paths.ipynb 第 15 格
 def execute_tool_call(tool_call, handlers, tools=TOOLS):
     """执行一个工具调用。无论成败都返回一段文字，交给 tool 消息；失败时写明属于哪一层。
 
@@ -100,40 +100,32 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
 
 
-# %% notebooks/05_limits.ipynb 第 48 格
+# %% notebooks/05_limits.ipynb 第 15 格
 import time
 
 from harness_lib.support.errors import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、execute_tool_call；它们就定义在本模块上文）
 from harness_lib.support.approval import guard  # 按提出调用的客户端决定要不要先问人（10 细讲）
+from harness_lib.support.step import MAX_TOKENS  # 每次回复的长度上限（512 个 token）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
-               max_turns=10, max_tokens_total=None, max_seconds=None, on_turn=None):
-    """改进后的循环：就地扩展 messages，返回最后一条回答的文字。
-
-    每一轮先把 assistant 消息和它的全部 tool 消息攒在 `turn` 里，再一次性追加，
-    所以模型调用失败（`EndpointError`）或被中断时，messages 保持上一轮结束时的样子。
-    三种停法都只在两轮之间发生：跑满 `max_turns` 轮；本次运行用掉的 token 超过
-    `max_tokens_total`；运行时间超过 `max_seconds` 秒（每次调模型之前检查）。
-    """
-    started = time.monotonic()
-    tokens = 0
+               max_turns=10, max_tokens_total=None, max_seconds=None, max_tokens=MAX_TOKENS, on_turn=None):
+    """改进后的循环：就地扩展 messages，返回最后一条回答的文字；三种上限都只在两轮之间停下。"""
+    started, tokens = time.monotonic(), 0
     handlers = guard(handlers, client)  # 执行授权：不是离线假模型提出的调用，先经人批准
     for _ in range(max_turns):
         if max_seconds is not None and time.monotonic() - started > max_seconds:
             return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
         prefix = [{"role": "system", "content": system}] if system else []
-        response = call_model(client, model=model, messages=[*prefix, *messages], tools=tools)
+        response = call_model(client, model=model, messages=[*prefix, *messages], tools=tools,
+                              max_tokens=max_tokens)
         tokens += response.usage.total_tokens if response.usage else 0
         message = response.choices[0].message
-        turn = [message.model_dump(exclude_none=True)]
+        turn = [message.model_dump(exclude_none=True)]  # 一轮攒齐了再追加
         for tool_call in message.tool_calls or []:
-            turn.append({
-                "role": "tool",
-                "tool_call_id": tool_call.id,
-                "content": execute_tool_call(tool_call, handlers, tools),
-            })
+            turn.append({"role": "tool", "tool_call_id": tool_call.id,
+                         "content": execute_tool_call(tool_call, handlers, tools)})
         messages.extend(turn)
         if on_turn is not None:
             on_turn(messages)
@@ -144,40 +136,23 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
 
-# （笔记本里这一格最后的表达式只用来显示结果，模块里略去）
-
-
-# %% notebooks/05_limits.ipynb 第 70 格
+# %% notebooks/05_limits.ipynb 第 22 格
 NOT_EXECUTED = ("错误（调用解析失败）", "错误（执行授权失败）")  # 这两层停在处理函数动手之前（04）
 
 
 def check_transcript(messages):
     """用原文第四节的四个问题检查一份对话记录，返回 {问题: 是否成立}。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
-    calls = {}
-    answered = {}
-    for i, m in enumerate(msgs):
-        for tc in m.get("tool_calls") or []:
-            calls[tc["id"]] = i
-        if m.get("role") == "tool":
-            answered[m.get("tool_call_id")] = i
-    paired = bool(calls) and all(
-        cid in answered and answered[cid] > pos for cid, pos in calls.items()
-    ) and all(cid in calls for cid in answered)
-    executed = any(
-        msgs[i].get("content") and not str(msgs[i]["content"]).startswith(NOT_EXECUTED)
-        for i in answered.values()
-    )
+    calls = {tc["id"]: i for i, m in enumerate(msgs) for tc in m.get("tool_calls") or []}
+    answered = {m.get("tool_call_id"): i for i, m in enumerate(msgs) if m.get("role") == "tool"}
     last = msgs[-1] if msgs else {}
-    finished = (
-        bool(answered)
-        and last.get("role") == "assistant"
-        and not last.get("tool_calls")
-        and len(msgs) - 1 > max(answered.values())
-    )
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
-        "2. 程序真的执行了处理函数": executed,
-        "3. 调用和结果成对回到了上下文": paired,
-        "4. 模型看到结果后继续，直到不再请求工具": finished,
+        "2. 程序真的执行了处理函数": any(
+            msgs[i].get("content") and not str(msgs[i]["content"]).startswith(NOT_EXECUTED)
+            for i in answered.values()),
+        "3. 调用和结果成对回到了上下文": bool(calls) and set(calls) == set(answered)
+            and all(answered[cid] > pos for cid, pos in calls.items()),
+        "4. 模型看到结果后继续，直到不再请求工具": bool(answered) and last.get("role") == "assistant"
+            and not last.get("tool_calls") and len(msgs) - 1 > max(answered.values()),
     }

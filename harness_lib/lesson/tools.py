@@ -10,7 +10,7 @@
 """
 
 
-# %% notebooks/06_five_tools.ipynb 第 26 格
+# %% notebooks/06_five_tools.ipynb 第 8 格
 import re
 from pathlib import Path
 
@@ -58,7 +58,7 @@ class ToolRegistry:
         return name in self._entries
 
 
-# %% notebooks/06_five_tools.ipynb 第 34 格
+# %% notebooks/06_five_tools.ipynb 第 40 格
 class ToolFailed(Exception):
     """参数没问题、也允许执行，但处理函数没做成，例如文件不存在（工具结果失败）。"""
 
@@ -91,7 +91,7 @@ class Workspace:
         return Path(target).relative_to(self.root).as_posix()
 
 
-# %% notebooks/06_five_tools.ipynb 第 39 格
+# %% notebooks/06_five_tools.ipynb 第 41 格
 MAX_READ_CHARS = 50_000  # read_file 最多返回的字符数
 MAX_GLOB_RESULTS = 200  # glob 最多列出的条目数
 
