@@ -167,3 +167,13 @@ def test_a_step_on_a_scripted_fake_is_labelled(capsys):
     scripted = FakeClient(script=[text_reply("好")])
     step = ask_model(scripted, model=scripted.model, messages=ASK)
     assert not step.scripted and capsys.readouterr().out.startswith("【脚本示范】这次：模型没有请求工具")
+
+
+def test_the_default_fake_that_stood_in_is_labelled_on_the_next_step(capsys):
+    first = ask_model(FakeClient(model="fake-talk-only"), want="bash", model="fake-talk-only", messages=ASK,
+                      tools=TOOLS, quiet=True)
+    assert first.scripted
+    ask_model(first.client, model=first.model, messages=ASK)
+    assert capsys.readouterr().out.startswith("【脚本示范】这次：")
+    ask_model(FakeClient(), model="fake-agent-1", messages=ASK)
+    assert capsys.readouterr().out.startswith("这次："), "自己选的默认假模型不是替身"

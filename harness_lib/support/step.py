@@ -155,10 +155,19 @@ class Step:
 
 def _scripted_client(script: Any) -> FakeClient:
     if script is None:
-        return FakeClient()  # 默认策略：认得原文的例子，拿到工具结果后写一句总结
-    if isinstance(script, FakeClient):
-        return script
-    return FakeClient(script=list(script))
+        fake = FakeClient()  # 默认策略：认得原文的例子，拿到工具结果后写一句总结
+    elif isinstance(script, FakeClient):
+        fake = script
+    else:
+        fake = FakeClient(script=list(script))
+    fake._stands_in = True  # 它是替所选模型演示的：后面的步骤用它时也标上【脚本示范】
+    return fake
+
+
+def _is_stand_in(client: Any) -> bool:
+    """这个客户端是不是在替所选模型演示：脚本模式的假模型，或者 `ask_model`/`run_loop` 换上的假模型。"""
+    return isinstance(client, FakeClient) and (client.script_remaining is not None
+                                               or getattr(client, "_stands_in", False))
 
 
 def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
@@ -171,7 +180,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     """
     kwargs.setdefault("max_tokens", MAX_TOKENS)
     # 已经在用脚本模式的假模型（前面一步换过来的）时，这一步也标上【脚本示范】
-    label = SCRIPTED if isinstance(client, FakeClient) and client.script_remaining is not None else ""
+    label = SCRIPTED if _is_stand_in(client) else ""
     said: list[str] = []
     live = response = error = None
     try:
