@@ -253,3 +253,25 @@ def test_the_switch_status_uses_the_same_redaction(monkeypatch):
     shown = switch._set_status(f"调试信息：{token}，片段 {token[4:14]}")
     assert token[4:12] not in shown and token[4:12] not in switch.status_html.value
     assert shown == "调试信息：***，片段 ***"
+
+
+def test_a_call_the_sdk_retried_is_recorded_once_and_replays_offline(workspace, tmp_path, fault_server):
+    """时好时坏的端点（每三个请求坏一个）：SDK 重试成功的调用，录像里只有成功的那次尝试。"""
+    fault_server.reset()
+    with openai.OpenAI(base_url=fault_server.url("flaky"), api_key=SENTINEL, max_retries=2) as client:
+        recorder = Recorder(client)
+        plain = [{"role": "user", "content": TASK}]
+        agent_loop(plain, client=recorder, model=MODEL)  # 第 1、2 个请求
+        live = [{"role": "user", "content": TASK}]
+        agent_loop_stream(live, client=recorder, model=MODEL)  # 第 3 个请求 503，重试成功；然后第 5 个
+        path = recorder.save(tmp_path / "flaky.jsonl")
+    assert fault_server.hits["flaky"] == 5, "四次调用，其中一次重试了一回"
+    calls = load_calls(path)
+    assert [c["call"] for c in calls] == [1, 2, 3, 4]
+    assert not any("error" in c for c in calls), "重试前那次失败的尝试不留在录像里"
+    assert [c.get("attempts", 1) for c in calls] == [1, 1, 2, 1]
+    assert calls[2]["stream"] and calls[2]["chunks"]
+    # 课堂上离线回放：不需要网络，也不会卡在录制时的 503 上
+    replayed = [{"role": "user", "content": TASK}]
+    agent_loop(replayed, client=ReplayClient(path), model=MODEL)
+    assert replayed == plain

@@ -17,6 +17,8 @@
 `{"call": 1, "request": {...}, "stream": false, "response": {...}}`，
 流式调用是 `{"call": 2, "request": {...}, "stream": true, "chunks": [...], "done": true, "ended": true}`，
 失败的调用是 `{"call": 3, "request": {...}, "stream": false, "error": {...}}`。
+SDK 自动重试的调用只留最后一次尝试，多一个 `"attempts"`（一共试了几次）：家里录的时候被限流、
+超时后重试成功的调用，回放时就是一次成功的调用，课堂上离线回放不会在这里卡住。
 `done` 表示服务发了 `[DONE]`；`ended` 表示流读到了头（读到头不代表回复完整：有没有 `finish_reason` 要看块本身）。
 """
 
@@ -129,7 +131,16 @@ class _Tap(httpx2.BaseTransport):
         if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
             return self.inner.send(request)  # 只录模型调用；列模型之类的请求照常转交
         body = _request_json(request)
+        try:
+            retry = int(request.headers.get("x-stainless-retry-count") or 0)
+        except ValueError:
+            retry = 0
+        if retry and self.calls and "error" in self.calls[-1]:
+            # 上一次尝试失败了，SDK 在重试同一个调用：录像里一次调用只留最后一次尝试，回放才对得上
+            self.calls.pop()
         entry: dict = {"call": len(self.calls) + 1, "request": body, "stream": bool(body.get("stream"))}
+        if retry:
+            entry["attempts"] = retry + 1  # SDK 试了几次才得到这个结果
         self.calls.append(entry)
         try:
             response = self.inner.send(request, stream=True)
