@@ -28,6 +28,7 @@ from harness_lib.support.errors import (
     from_sdk,
 )
 from harness_lib.support.fake import api_error
+from harness_lib.support.wire import json_response, offline_http
 from harness_lib.support.secrets import NO_KEY, redact
 from harness_lib.support.clients import learner_environment
 from harness_lib.support.net import closed_port_url
@@ -42,6 +43,7 @@ KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "
 
 # 服务商的原话（出处见 harness_lib.support.quirks.QUIRKS 和各行的注释）
 BALANCE = (402, "Insufficient Balance", "invalid_request_error")
+UNKNOWN_MODEL = (400, "Model Not Exist", "invalid_request_error")  # DeepSeek，出处见 errors.py 里那一行的注释
 INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
 CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
 THINKING = (400, "parameter.enable_thinking must be set to false for non-streaming calls", "invalid_parameter_error")
@@ -49,7 +51,7 @@ REASONING = (400, "The reasoning_content in the thinking mode must be passed bac
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, INSPECTION, CONTEXT, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
 
 
 def has_chinese(text):
@@ -200,7 +202,9 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         # (说明, 期望的类别, 请求数和异常)
         ("401", "auth", _over_http(fault_server, "auth")),
         ("403", "permission", _over_http(fault_server, "permission")),
-        ("404", "not_found", _over_http(fault_server, "not_found")),
+        ("404 没有这个模型", "not_found", _over_http(fault_server, "not_found")),
+        ("404 路径不对", "not_found", _over_mock(_status(404, "Invalid URL (POST /v2/chat/completions)"))),
+        ("400 DeepSeek 的 Model Not Exist", "not_found", _over_mock(_status(*UNKNOWN_MODEL))),
         ("429", "rate_limit", _over_http(fault_server, "rate_limit")),
         ("500", "server", _over_http(fault_server, "server")),
         ("503", "server", _over_http(fault_server, "unavailable")),
@@ -356,6 +360,8 @@ def test_redact():
 
 @pytest.mark.parametrize("case,expected", [
     (BALANCE, "充值"),
+    (UNKNOWN_MODEL, "models.list()"),
+    ((400, "thinking is enabled but reasoning_content is missing", "invalid_request_error"), "model_dump"),  # Kimi
     ((400, "Access denied, please make sure your account is in good standing.", "Arrearage"), "欠费"),  # 百炼
     ((400, "Missing `reasoning_content` field in the assistant message at message index 1.", None), "model_dump"),
     (INSPECTION, "审核"),
@@ -364,7 +370,7 @@ def test_redact():
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
-], ids=["402", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking",
+], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking",
         "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case
@@ -373,6 +379,81 @@ def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     assert expected in text and has_chinese(text) and not key_leaks(text, KEY), text
     assert len(text) < 400, "说明要短"
     assert "不是你的代码" not in text
+
+
+def raw_error(status, body):
+    """让真正的 SDK 收一次这个错误体（原样，不包进 {"error": ...}），返回它抛出的异常。"""
+    client = openai.OpenAI(api_key="x", base_url="http://raw.invalid/v1", max_retries=0,
+                           http_client=offline_http(lambda request: json_response(status, body)))
+    try:
+        client.chat.completions.create(model="m", messages=MESSAGES)
+    except openai.APIStatusError as exc:
+        return exc
+    raise AssertionError("应当抛出异常")
+
+
+# 各家服务商对“没有这个模型”的原话：状态码和错误体的形状照出处（见 errors.py 里那一行的注释，核对于 2026-12-01）
+UNKNOWN_MODEL_BODIES = {
+    "openai_404": (404, {"error": {"message": "The model `gpt-4o-mini-2024-07-18` does not exist or you do not have "
+                                              "access to it.", "type": "invalid_request_error", "param": None,
+                                   "code": "model_not_found"}}),
+    "deepseek_400": (400, {"error": {"message": "Model Not Exist", "type": "invalid_request_error", "param": None,
+                                     "code": "invalid_request_error"}}),
+    "dashscope_404": (404, {"error": {"message": "The model `Qwen-Plus` does not exist or you do not have access to it.",
+                                      "type": "invalid_request_error", "param": None, "code": "model_not_found"},
+                            "request_id": "00000000-0000-0000-0000-000000000000"}),
+    "dashscope_native_404": (404, {"code": "ModelNotFound", "message": "Model not found (qwen-plus-2024-01-01)!",
+                                   "request_id": "00000000-0000-0000-0000-000000000000"}),
+    "moonshot_404": (404, {"error": {"message": "Not found the model moonshot-v1-4k or Permission denied",
+                                     "type": "resource_not_found_error"}}),
+    "zhipu_400": (400, {"error": {"code": "1211", "message": "模型不存在，请检查模型代码。"}}),
+    "siliconflow_400": (400, {"code": 20012, "message": "Model does not exist. Please check it carefully.",
+                              "data": None}),
+    "vllm_404": (404, {"object": "error", "message": "The model `qwen` does not exist.", "type": "NotFoundError",
+                       "param": None, "code": 404}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNKNOWN_MODEL_BODIES))
+def test_unknown_or_retired_model_is_explained_as_such(name):
+    status, body = UNKNOWN_MODEL_BODIES[name]
+    exc = raw_error(status, body)
+    rule = classify(exc)
+    assert rule.kind == "not_found" and rule.head.startswith("找不到这个模型"), (name, rule)
+    text = explain_error(exc, KEY)
+    assert "模型名" in text and "models.list()" in text and "测试连接" in text, text
+    assert "服务器原话：" in text, "附上服务商自己的说法"
+    assert not rule.sdk_retries
+
+
+def test_unknown_model_is_an_endpoint_error_not_our_own_400():
+    """DeepSeek 用 400 说“没有这个模型”：改代码没用，要改模型名，所以 call_model 不把它当作我们自己的 400 原样抛出。"""
+    status, body = UNKNOWN_MODEL_BODIES["deepseek_400"]
+    client = openai.OpenAI(api_key="x", base_url="http://raw.invalid/v1", max_retries=2,
+                           http_client=offline_http(lambda request: json_response(status, body)))
+    with pytest.raises(EndpointError) as info:
+        call_model(client, model="deepseek-chat", messages=MESSAGES)
+    assert info.value.kind == "not_found" and "找不到这个模型（HTTP 400）" in info.value.explanation
+    assert "重试" not in info.value.explanation
+
+
+def test_error_codes_match_whole_codes_only():
+    """数字业务码按整个 code 认：消息里、请求 ID 里碰巧有 1211 或 20012，不算“没有这个模型”。"""
+    exc = api_error(400, "messages[1] is wrong (request 2026120112110020012)", code="1210")
+    assert classify(exc).kind == "bad_request"
+    assert classify(raw_error(400, {"error": {"code": "1211", "message": "x"}})).kind == "not_found"
+
+
+def test_unknown_model_over_http(fault_server):
+    """故障服务器上 DeepSeek 说法的 “Model Not Exist”（若这个故障已经有了）：真正的 SDK、真正的 HTTP。"""
+    from harness_lib.support.faults import FAULTS
+
+    if "unknown_model" not in FAULTS:
+        pytest.skip("故障服务器还没有 unknown_model 这个故障")
+    client = openai.OpenAI(base_url=fault_server.url("unknown_model"), api_key=KEY, max_retries=2)
+    with pytest.raises(EndpointError) as info:
+        call_model(client, model="deepseek-chat", messages=MESSAGES)
+    assert info.value.kind == "not_found" and "找不到这个模型（HTTP 400）" in info.value.explanation
 
 
 def test_call_model_raises_endpoint_error_for_provider_400s_and_keeps_our_own_400s():

@@ -19,11 +19,13 @@ from harness_lib.support.clients import (
     client_from_env,
     needs_key,
 )
-from harness_lib.support.endpoint import ensure_local_server, start_server
-from harness_lib.support.errors import RETRY_POLICY
-from harness_lib.support.fake import DEFAULT_MODEL, FakeClient
+from harness_lib.support.clients import PRESETS_CHECKED, PresetClient, preset_for, real_client
+from harness_lib.support.endpoint import ensure_local_server, serve, start_server
+from harness_lib.support.errors import RETRY_POLICY, call_model
+from harness_lib.support.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
 from harness_lib.support.net import free_port, is_loopback
-from harness_lib.support.switch import ModelSwitch, model_switch
+from harness_lib.support.switch import ModelSwitch, check_model, closest_models, model_switch, presets_table
+from harness_lib.support.wire import Rejected
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 
@@ -99,10 +101,10 @@ def test_widgets_are_there():
 
 @pytest.mark.parametrize("key,base_url,model", [
     ("dashscope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"),
-    ("deepseek", "https://api.deepseek.com/v1", "deepseek-chat"),
+    ("deepseek", "https://api.deepseek.com", "deepseek-flash"),
     ("openai", "https://api.openai.com/v1", "gpt-4o-mini"),
     ("moonshot", "https://api.moonshot.cn/v1", "moonshot-v1-8k"),
-    ("zhipu", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash"),
+    ("zhipu", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414"),
     ("siliconflow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct"),
     ("ollama", "http://localhost:11434/v1", "qwen2.5:7b"),
     ("vllm", "http://localhost:8000/v1", ""),
@@ -169,10 +171,11 @@ def test_typed_key_is_moved_out_of_the_widget(monkeypatch):
 
 def test_env_key_is_used_but_never_copied_into_widgets():
     env = {"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "deepseek-chat",
-           "OPENAI_BASE_URL": "https://api.deepseek.com/v1"}
+           "OPENAI_BASE_URL": "https://api.deepseek.com/v1"}  # 旧写法（多了 /v1）：按主机名照样认出 DeepSeek
     sw = model_switch(environ=env)
     assert sw.mode == "real" and sw.preset_dropdown.value == "deepseek"
     assert sw.model_text.value == "deepseek-chat"
+    assert sw.base_url_text.value == "https://api.deepseek.com/v1", "环境变量里的地址原样保留"
     assert not leaks(widget_state_text(sw))
     assert "来自环境变量 OPENAI_API_KEY" in sw.status
     client, model = sw.current()
@@ -198,12 +201,83 @@ def test_right_key_reports_ok_with_model(server):
     assert not leaks(text, "right-key-0123456789")
 
 
-def test_unknown_model_reports_404(server):
+def test_unknown_model_reports_404_and_suggests_listed_models(server):
     sw = model_switch(environ={})
     use_endpoint(sw, server.base_url, model="no-such-model")
     type_key(sw, "right-key-0123456789")
     text = sw.test_connection()
-    assert "找不到（HTTP 404）" in text and "no-such-model" in text
+    assert text.startswith("❌") and "找不到这个模型（HTTP 404）" in text and "no-such-model" in text
+    assert "相近的有：fake-agent-1" in text, "从 /v1/models 的名单里建议最像的名字"
+    assert not leaks(text, "right-key-0123456789")
+
+
+def test_connection_says_the_model_is_listed(server):
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url, model="fake-agent-1")
+    type_key(sw, "right-key-0123456789")
+    text = sw.test_connection()
+    assert text.startswith("✅") and "模型 fake-agent-1 在服务商列出的 1 个模型里" in text
+
+
+def test_connection_notes_a_working_name_that_is_not_listed(server):
+    """本地端点接受任何 fake 开头的名字，/v1/models 却只列 fake-agent-1：请求成功，说明里讲清楚。"""
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url, model="fake-talk-only")
+    type_key(sw, "right-key-0123456789")
+    text = sw.test_connection()
+    assert text.startswith("✅") and "没有 fake-talk-only" in text and "列表以外的名字" in text
+
+
+def _no_models_handler(request):
+    """一个没有 /models 接口的服务（有的 OpenAI 兼容服务就是这样）：GET /v1/models 回 404，对话照常。"""
+    if request.method == "GET":
+        return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
+    return _FAKE(request)
+
+
+_FAKE = FakeHandler(FakeModel())
+
+
+def test_provider_without_models_endpoint_is_not_an_error():
+    srv = serve(_no_models_handler)
+    try:
+        sw = model_switch(environ={})
+        use_endpoint(sw, srv.base_url, model="fake-agent-1")
+        text = sw.test_connection()
+        assert text.startswith("✅") and "没有模型列表接口" in text and "不算错" in text
+        check = check_model(sw.client, "fake-agent-1")
+        assert check.listed is None and check.error is None
+    finally:
+        srv.close()
+
+
+def test_wrong_key_on_models_list_does_not_hide_the_chat_error(server):
+    check = check_model(openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0), "fake-agent-1", key=KEY)
+    assert check.listed is None and isinstance(check.error, openai.AuthenticationError)
+    assert "没能取到模型列表" in check.text and "密钥不对" in check.text and not leaks(check.text)
+
+
+def test_retired_deepseek_name_over_the_fault_server(fault_server):
+    """DeepSeek 的说法（HTTP 400 “Model Not Exist”）经真正的 HTTP：说明是模型名的问题，并建议名单里的名字。"""
+    from harness_lib.support.faults import FAULTS
+
+    if "unknown_model" not in FAULTS:
+        pytest.skip("故障服务器还没有 unknown_model 这个故障")
+    sw = model_switch(environ={})
+    use_endpoint(sw, fault_server.url("unknown_model"), model="deepseek-chat")
+    type_key(sw, KEY)
+    text = sw.test_connection()
+    assert text.startswith("❌") and "找不到这个模型（HTTP 400）" in text and "Model Not Exist" in text
+    assert "相近的有：" in text and not leaks(text)
+
+
+def test_closest_models_puts_the_nearest_names_first():
+    available = ["gpt-5.4", "deepseek-v4-pro", "deepseek-flash", "deepseek-v4-flash", "qwen-plus", "glm-4.7"]
+    assert closest_models("deepseek-chat", available)[0].startswith("deepseek")
+    assert closest_models("deepseek-v4-flash-x", available)[0] == "deepseek-v4-flash"
+    assert closest_models("Qwen-Plus", available)[0] == "qwen-plus", "不分大小写"
+    assert len(closest_models("x", available * 3, n=5)) == 5
+    assert closest_models("x", []) == []
 
 
 def test_unreachable_port():
@@ -344,3 +418,126 @@ def test_env_key_goes_to_the_env_base_url_even_on_loopback():
         switch.base_url_text.value = "http://127.0.0.1:9/v1"
         _, _ = switch.current()
         assert switch.client.api_key != "local-secret"
+
+
+# ---------------------------------------------------------------------------
+# 预设的出处、停用日期、思考模式
+# ---------------------------------------------------------------------------
+
+CLOUD = [p for p in PRESETS if p.needs_key and p.base_url]
+
+
+def test_every_cloud_preset_names_its_source_and_check_date():
+    assert {p.key for p in CLOUD} == {"dashscope", "deepseek", "openai", "moonshot", "zhipu", "siliconflow"}
+    for p in CLOUD:
+        assert p.source.startswith("https://") and p.checked == PRESETS_CHECKED, p
+        assert p.model in p.facts() and p.checked in p.facts() and p.source in p.facts()
+    assert PRESETS_CHECKED == "2026-12-01"
+
+
+def test_retired_deepseek_names_are_not_presets():
+    """deepseek-chat、deepseek-reasoner 2026-07-24 起不能用（出处见 clients.py）：预设和 README 都不再用它们。"""
+    from conftest import ROOT
+
+    names = {p.model for p in PRESETS}
+    assert not names & {"deepseek-chat", "deepseek-reasoner"}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = next(line for line in readme.splitlines() if line.startswith("| `HARNESS_MODEL`"))
+    assert "deepseek-chat" not in example and "deepseek-flash" in example
+    assert all(p.model in readme for p in CLOUD), "README 列出每个预设现在的模型名"
+
+
+def test_retirement_dates_are_shown_and_checked():
+    from datetime import date
+
+    openai_preset = PRESETS_BY_KEY["openai"]
+    assert openai_preset.retires == "2027-01-14" and "2027-01-14 停用" in openai_preset.facts()
+    assert not openai_preset.retired_on(date(2026, 12, 1)) and openai_preset.retired_on(date(2027, 1, 14))
+    assert not PRESETS_BY_KEY["deepseek"].retired_on(date(2030, 1, 1)), "没有公布停用日期就不算停用"
+
+
+def test_switch_status_shows_the_preset_facts():
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "deepseek"
+    assert "deepseek-flash 出自 https://api-docs.deepseek.com" in sw.status and "核对于 2026-12-01" in sw.status
+    assert "thinking" in sw.status and "disabled" in sw.status
+    sw.model_text.value = "deepseek-v4-pro"  # 自己换了名字：不再说“出自”，但思考模式照样关
+    assert "出自" not in sw.status and "disabled" in sw.status
+
+
+def test_presets_table_lists_every_cloud_preset():
+    table = presets_table()
+    assert list(table.columns) == ["预设", "服务商", "base_url", "模型名", "出处", "核对日期", "停用日期",
+                                   "每次请求带上", "思考模式"]
+    assert set(table["预设"]) >= {p.key for p in CLOUD} and table.attrs["checked"] == PRESETS_CHECKED
+    assert table.set_index("预设").loc["deepseek", "模型名"] == "deepseek-flash"
+
+
+def test_thinking_presets_turn_thinking_off_on_every_request():
+    """DeepSeek V4 默认开着思考模式（思维链算在 max_tokens 里）；百炼的开源 Qwen3 默认也开着：预设照文档关掉。"""
+    assert PRESETS_BY_KEY["deepseek"].extra_body == {"thinking": {"type": "disabled"}}
+    assert PRESETS_BY_KEY["dashscope"].extra_body == {"enable_thinking": False}
+    sw = model_switch(environ={})
+    sw.preset_dropdown.value = "deepseek"
+    type_key(sw, KEY)
+    client, model = sw.current()
+    assert isinstance(client, PresetClient) and client.preset_body == {"thinking": {"type": "disabled"}}
+    assert isinstance(client.with_options(max_retries=0), PresetClient), "副本照样带着"
+    assert client.max_retries == RETRY_POLICY["max_retries"]
+    env_client, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "deepseek-flash",
+                                     "OPENAI_BASE_URL": "https://api.deepseek.com/v1"})
+    assert isinstance(env_client, PresetClient), "无头运行按地址认出 DeepSeek，同样关掉思考"
+    plain, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "m",
+                                "OPENAI_BASE_URL": "https://api.moonshot.cn/v1"})
+    assert type(plain) is openai.OpenAI
+    assert preset_for("https://API.DeepSeek.com/v1").key == "deepseek" and preset_for("http://127.0.0.1:9/v1") is None
+
+
+def test_preset_body_goes_out_on_the_wire():
+    """PresetClient 经真正的 HTTP 发出的请求体里带着预设的字段；调用里自己写了同名字段时以调用为准。"""
+    import json
+
+    bodies = []
+
+    def recording(request):
+        if request.method == "POST":
+            bodies.append(json.loads(request.content))
+        return _FAKE(request)
+
+    srv = serve(recording)
+    try:
+        client = real_client(srv.base_url, "x", {"thinking": {"type": "disabled"}})
+        call_model(client, model="fake-agent-1", messages=[{"role": "user", "content": "你好"}], max_tokens=32)
+        client.with_options(max_retries=0).chat.completions.create(
+            model="fake-agent-1", messages=[{"role": "user", "content": "你好"}],
+            extra_body={"thinking": {"type": "enabled"}})
+    finally:
+        srv.close()
+    assert bodies[0]["thinking"] == {"type": "disabled"} and bodies[0]["max_tokens"] == 32
+    assert bodies[1]["thinking"] == {"type": "enabled"}
+
+
+def test_thinking_model_keeps_reasoning_content_through_the_loop(tmp_path, monkeypatch):
+    """思考模式 + 工具调用：DeepSeek 要求之后每次请求都带回那一轮的 reasoning_content，否则 400
+    （https://api-docs.deepseek.com/guides/thinking_mode ，核对于 2026-12-01）。
+    循环用 model_dump 追加整条消息，所以带得回去：离线的 QuirkClient("deepseek_thinking") 会检查这一点。"""
+    from harness_lib.lesson.loop import agent_loop
+    from harness_lib.support.quirks import QuirkClient
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text("print('hi')\n", encoding="utf-8")
+    client = QuirkClient("deepseek_thinking")
+    messages = [{"role": "user", "content": "当前目录下有哪些 Python 文件？"}]
+    answer = agent_loop(messages, client=client, model="fake-agent-1")
+    assert answer and len(client.requests) >= 2
+    sent = [m for m in client.requests[-1]["messages"] if m.get("role") == "assistant" and m.get("tool_calls")]
+    assert sent and all(m.get("reasoning_content") for m in sent), "带工具调用的那轮助手消息原样带着 reasoning_content"
+
+
+def test_server_errors_get_no_model_name_advice(fault_server):
+    """503 不是模型名的问题：不要在说明后面建议别的模型名。"""
+    sw = model_switch(environ={})
+    use_endpoint(sw, fault_server.url("unavailable"), model="no-such-model")
+    type_key(sw, KEY)
+    text = sw.test_connection()
+    assert text.startswith("❌") and "503" in text and "相近的有" not in text

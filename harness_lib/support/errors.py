@@ -60,7 +60,8 @@ class EndpointError(Exception):
     """调用模型端点失败。`kind` 是简短的类别名，`explanation` 是给学习者看的中文说明。
 
     类别：auth、permission、not_found、rate_limit、server、timeout、connection、
-    bad_response、no_choices、stream_cut、bad_request、other，
+    bad_response、no_choices、stream_cut、bad_request、other（not_found 也包括服务商说“没有这个模型”的
+    400，比如 DeepSeek 的 “Model Not Exist”：模型名拼错或已下线），
     以及认得出服务商原话时更具体的：balance（余额不足）、content_filter（内容审核没通过）、
     context_length（上下文太长）、request_shape（本地服务用 500 拒绝的请求形状）、
     stream_error（流的中途报错）。
@@ -110,10 +111,12 @@ class Says:
 
     `Says("data_inspection_failed", status=(400,))` 只认 400；不写 `status` 时，
     没有状态码的流中途报错（`openai.APIError`）也认。比较时不分大小写。
+    `codes=("20012",)` 另外按错误体的 `code` 整个相等来认（数字错误码不能按片段找：请求 ID 里也有数字）。
     """
 
-    def __init__(self, *words: str, status: tuple[int, ...] | None = None):
+    def __init__(self, *words: str, codes: tuple[str, ...] = (), status: tuple[int, ...] | None = None):
         self.words = tuple(w.lower() for w in words)
+        self.codes = tuple(str(c).lower() for c in codes)
         self.status = status
 
     def __call__(self, exc) -> bool:
@@ -122,12 +125,23 @@ class Says:
         code = getattr(exc, "status_code", None)
         if self.status is not None and code not in self.status:
             return False
+        if self.codes and _body_code(exc) in self.codes:
+            return True
         text = _body_text(exc).lower()
         return any(word in text for word in self.words)
 
     def __repr__(self) -> str:
         words = ", ".join(repr(w) for w in self.words)
-        return f"Says({words}, status={self.status})" if self.status else f"Says({words})"
+        codes = f", codes={self.codes}" if self.codes else ""
+        return f"Says({words}{codes}, status={self.status})" if self.status else f"Says({words}{codes})"
+
+
+def _body_code(exc) -> str:
+    """错误体里的 `code`（小写字符串）；没有就是空的。硅基流动把它放在顶层，别家放在 `error` 里。"""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    code = inner.get("code") if isinstance(inner, dict) else None
+    return "" if code is None else str(code).strip().lower()
 
 
 def _body_text(exc) -> str:
@@ -184,6 +198,31 @@ ERROR_TABLE = [
     ErrorRule(Says("insufficient balance", "insufficient_balance", "arrearage", status=(402, 400, 403)), "balance",
               "余额不足或欠费（HTTP {status}）：账户里没钱了，重试没用。"
               "到服务商控制台充值，或换一个有余额的密钥。", False, True),
+    # 没有这个模型（拼错、已下线、账户没开通）：每家的说法都不一样，有的是 404，有的是 400。
+    # 核对日期都是 2026-12-01：
+    # - OpenAI：404，code model_not_found，“The model `x` does not exist or you do not have access to it.”
+    #   （https://github.com/openai/openai-agents-python/issues/458）；vLLM 也回 404 “The model `x` does not exist.”
+    #   （https://github.com/QwenLM/Qwen3/issues/20）；
+    # - DeepSeek：400，message “Model Not Exist”，code 是 invalid_request_error（不是 model_not_found）：
+    #   https://github.com/langbot-app/LangBot/issues/1643 、https://github.com/deepwn/addi/issues/13 ；
+    #   DeepSeek 的错误码页（https://api-docs.deepseek.com/quick_start/error_codes）只列 400 “格式错误”，没有单列这一条；
+    # - 阿里云百炼：404 ModelNotFound（https://help.aliyun.com/en/model-studio/error-code-start 的 404 一栏）；
+    #   兼容模式的原话照 OpenAI 写 “The model `Qwen-Plus` does not exist or you do not have access to it.”
+    #   （https://github.com/AIDotNet/OpenDeepWiki/issues/308）。兼容模式错误体的 code 字段没有逐字确认；
+    # - 月之暗面（Kimi）：404 “Not found the model … or Permission denied”
+    #   （https://www.kimi.com/code/docs/en/kimi-code/error-reference.html ，那是 Kimi Code 的错误参考；
+    #   开放平台 https://www.kimi.com/help/kimi-api/api-error-codes 只写了 404 要核对模型名）；
+    # - 智谱：HTTP 400，业务码 1211 “模型不存在，请检查模型代码”（https://docs.bigmodel.cn/cn/faq/api-code ；
+    #   400 见 https://github.com/nexu-io/nexu/issues/855）；
+    # - 硅基流动：400，顶层 {"code": 20012, "message": "Model does not exist. Please check it carefully."}
+    #   （https://docs.siliconflow.cn/en/faqs/error-code）。
+    ErrorRule(Says("model not exist", "model does not exist", "does not exist or you do not have access",
+                   "` does not exist",  # vLLM、Ollama：“The model `x` does not exist.”
+                   "not found the model", "模型不存在",
+                   codes=("model_not_found", "modelnotfound", "1211", "20012"), status=(400, 404)), "not_found",
+              "找不到这个模型（HTTP {status}）：服务商不认这个模型名。常见原因：名字拼错（大小写也算）、"
+              "服务商已经把它下线或改名、账户还没开通它。点切换器的「测试连接」，或调用 client.models.list()，"
+              "看看这把密钥能用哪些名字，再改「模型名」。", False, True),
     ErrorRule(Says("data_inspection_failed", "datainspectionfailed", "inappropriate content"), "content_filter",
               "内容审核没通过（阿里云百炼的 data_inspection_failed）：服务商认为输入或输出里有不合适的内容。"
               "原样重试多半没用：触发审核的内容若在 messages 里（常见是工具输出里的网页、日志），每次都会再被拦下。"
@@ -193,12 +232,19 @@ ERROR_TABLE = [
               "context_length",
               "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。循环每一轮都把工具输出放进去，"
               "越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。", False, True),
+    # 百炼：开着思考模式的非流式调用回 400 InvalidParameter “parameter.enable_thinking must be set to false for
+    # non-streaming calls”（https://www.alibabacloud.com/help/en/model-studio/error-code ，2025-12-12 更新；核对 2026-12-01）。
     ErrorRule(Says("enable_thinking", status=(400,)), "bad_request",
               "这个模型默认开着思考模式（通义千问 Qwen3 一类），非流式调用不接受（HTTP {status}）。"
               "请求里加上 extra_body={{\"enable_thinking\": False}}，或改用流式调用（08 的 agent_loop_stream）。",
               False, True),
-    ErrorRule(Says("missing `reasoning_content`", "must be passed back", status=(400,)), "bad_request",
-              "少了 reasoning_content（HTTP {status}，DeepSeek 思考模式）：带工具调用的那一轮助手消息，"
+    # 思考模式的工具调用轮没带回 reasoning_content：DeepSeek 回 400 “The reasoning_content in the thinking mode must be
+    # passed back to the API.”（https://api-docs.deepseek.com/guides/thinking_mode ；原话见
+    # https://github.com/MGdaasLab/WHartTest/issues/95）；Kimi 的说法是 “thinking is enabled but reasoning_content is
+    # missing”（https://www.kimi.com/code/docs/en/kimi-code/error-reference.html）。核对日期 2026-12-01。
+    ErrorRule(Says("missing `reasoning_content`", "must be passed back", "reasoning_content is missing",
+                   status=(400,)), "bad_request",
+              "少了 reasoning_content（HTTP {status}，思考模式，DeepSeek、Kimi 都这样要求）：带工具调用的那一轮助手消息，"
               "以后每次请求都要原样带着它的 reasoning_content。用 model_dump() 追加整条消息就会带上；"
               "自己拼字典、只抄 content 和 tool_calls 的代码会丢掉它。", False, True),
     ErrorRule(Says("role 'tool'", 'role \"tool\"', "role \\\"tool\\\"", "followed by tool messages",

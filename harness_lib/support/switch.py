@@ -3,7 +3,10 @@
 这是辅助工具，不是课程内容，所以只放在这里，笔记本直接导入使用：
 
 - `model_switch()`：一组 ipywidgets 控件（模式、服务商预设、base_url、模型名、API 密钥、测试连接）；
-  `switch.current()` 返回 `(client, model)`。
+  `switch.current()` 返回 `(client, model)`。「测试连接」先问服务商有哪些模型（`client.models.list()`），
+  说清所选模型在不在里面、有哪些相近的名字，再试发一次很小的请求；
+- `check_model(client, model)`：只做前一半，返回 `ModelCheck`（在不在列表里、相近的名字、一句中文）；
+- `presets_table()`：所有预设的一张表：模型名、出处、核对日期、停用日期、思考模式怎样处理。
 
 客户端怎样建、环境变量怎样读在 `harness_lib.support.clients`（无头运行用那里的 `client_from_env()`）；
 失败的中文说明在 `harness_lib.support.errors.explain_error`；打码在 `harness_lib.support.secrets.redact`。
@@ -14,11 +17,16 @@
 
 from __future__ import annotations
 
+import difflib
 import html
 import os
 import time
+from dataclasses import dataclass, field
+
+import openai
 
 import ipywidgets as widgets
+import pandas as pd
 from traitlets import Unicode
 
 from .clients import (
@@ -26,16 +34,18 @@ from .clients import (
     FAKE_MODEL,
     PRESETS,
     PRESETS_BY_KEY,
+    PRESETS_CHECKED,
     Preset,
     fake_client,
     needs_key,
+    preset_for,
     real_client,
 )
 from .endpoint import ensure_local_server
-from .errors import SwitchConfigError, explain_error
+from .errors import SwitchConfigError, classify, explain_error
 from .secrets import NO_KEY, redact
 
-__all__ = ["ModelSwitch", "model_switch"]
+__all__ = ["ModelCheck", "ModelSwitch", "check_model", "closest_models", "model_switch", "presets_table"]
 
 KEY_PLACEHOLDER = "粘贴 API 密钥（只留在内存里，不显示也不保存）"
 KEY_PLACEHOLDER_SET = "已设置密钥（不会显示或保存）"
@@ -49,6 +59,80 @@ class SecretPassword(widgets.Password):
 
 
 _COLORS = {"ok": "#1a7f37", "error": "#b42318", "warn": "#9a6700", "info": "#57606a"}
+SUGGESTIONS = 5  # 所选模型不在列表里时，最多建议几个名字
+NO_MODELS_STATUS = (404, 405, 501)  # 服务没有 /models 接口时常见的回答：不算错
+
+
+# ---------------------------------------------------------------------------
+# 这个模型在不在服务商的列表里
+# ---------------------------------------------------------------------------
+
+
+def closest_models(model: str, available, n: int = SUGGESTIONS) -> list[str]:
+    """从 `available` 里挑最多 `n` 个名字：和 `model` 最像的排在前面（不分大小写），不够再按原顺序补上。"""
+    names = [str(a) for a in available]
+    lowered = {name.lower(): name for name in names}
+    close = [lowered[m] for m in difflib.get_close_matches((model or "").lower(), list(lowered), n=n, cutoff=0.3)]
+    family = [name for name in names if name not in close and model
+              and name.lower().split("-")[0] == model.lower().split("-")[0]]
+    rest = [name for name in names if name not in close and name not in family]
+    return (close + family + rest)[:n]
+
+
+@dataclass
+class ModelCheck:
+    """`check_model` 的结果。
+
+    - `listed`：True（在列表里）、False（不在）、None（没有取到列表：服务没有 /models，或出错了）；
+    - `available`：服务商列出的模型名；`suggestions`：相近的几个（最像的在前）；
+    - `error`：取列表时的异常（没有 /models 接口不算，`error` 是 None）；`text`：一句中文。
+    """
+
+    model: str
+    listed: bool | None
+    available: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+    text: str = ""
+
+
+def check_model(client, model: str, *, timeout: float = 15, key=None) -> ModelCheck:
+    """问服务商有哪些模型（`client.models.list()`），说清 `model` 在不在里面。不重试、最多等 `timeout` 秒。
+
+    服务没有 /models 接口（404、405、501）不算错：`listed` 是 None，说明里写明这一点。
+    其余失败（密钥不对、连不上……）也不抛出：`error` 里是异常，`text` 是 `explain_error` 的中文说明。
+    """
+    try:
+        page = client.with_options(max_retries=0, timeout=timeout).models.list()
+        available = [m.id for m in page.data] if hasattr(page, "data") else [m.id for m in page]
+    except openai.APIStatusError as exc:
+        if exc.status_code in NO_MODELS_STATUS:
+            return ModelCheck(model, None, text=(
+                f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。这不算错，"
+                "模型名对不对，要看下面那次请求。"))
+        return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
+    except Exception as exc:  # noqa: BLE001  连不上、超时、回来的不是 JSON……
+        return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
+    if model in available:
+        return ModelCheck(model, True, available, text=f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
+    suggestions = closest_models(model, available)
+    if not available:
+        return ModelCheck(model, False, available, text="服务商的模型列表是空的：这把密钥也许还没有开通任何模型。")
+    return ModelCheck(model, False, available, suggestions, text=(
+        f"⚠ 服务商列出的 {len(available)} 个模型里没有 {model}（拼错了，或者已经下线、改名）。"
+        f"相近的有：{'、'.join(suggestions)}。"))
+
+
+def presets_table():
+    """所有预设一张表（pandas DataFrame）：服务商、base_url、模型名、出处、核对日期、停用日期、思考模式怎样处理。"""
+    rows = [{
+        "预设": p.key, "服务商": p.label, "base_url": p.base_url, "模型名": p.model or p.model_hint,
+        "出处": p.source, "核对日期": p.checked, "停用日期": p.retires,
+        "每次请求带上": p.extra_body or "", "思考模式": p.thinking,
+    } for p in PRESETS if p.key not in ("local", "custom")]
+    table = pd.DataFrame(rows)
+    table.attrs["checked"] = PRESETS_CHECKED
+    return table
 
 
 class ModelSwitch:
@@ -131,7 +215,7 @@ class ModelSwitch:
                 base_url = (env.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
                 preset = next(
                     (p for p in PRESETS if p.base_url and p.base_url.rstrip("/") == base_url.rstrip("/")),
-                    PRESETS_BY_KEY["custom"],
+                    preset_for(base_url) or PRESETS_BY_KEY["custom"],  # 同一家服务商的旧写法（比如多了 /v1）也认
                 )
                 self.preset_dropdown.value = preset.key
                 self.base_url_text.value = base_url
@@ -212,6 +296,13 @@ class ModelSwitch:
         """当前选中的服务商预设。"""
         return PRESETS_BY_KEY[self.preset_dropdown.value]
 
+    def _preset_for_request(self, base_url: str) -> Preset | None:
+        """这次请求按哪个云服务商预设的规矩发：选了它，或者地址（主机名）是它的。"""
+        preset = self.preset
+        if preset.key not in ("custom", "local") and preset.base_url and preset.needs_key:
+            return preset
+        return preset_for(base_url)
+
     def _env_key(self) -> str:
         return (self._environ.get("OPENAI_API_KEY") or "").strip()
 
@@ -281,7 +372,8 @@ class ModelSwitch:
                 client, model = fake_client(), FAKE_MODEL
             else:
                 _, base_url, model, key = signature
-                client = real_client(base_url, key)
+                preset = self._preset_for_request(base_url)
+                client = real_client(base_url, key, preset.extra_body if preset else None)
             self._cache = (signature, client, model)
         return self._cache[1], self._cache[2]
 
@@ -317,14 +409,35 @@ class ModelSwitch:
             return
         base_url = self.base_url_text.value.strip() or "（未填写）"
         model = self.model_text.value.strip() or "（未填写）"
-        self._set_status(
-            f"当前：真实端点 {base_url} · 模型 {model} · 密钥：{self._key_source()}。"
-            "点「测试连接」检查能否连通。",
-            "warn" if "⚠" in self._key_source() else "info",
-        )
+        lines = [f"当前：真实端点 {base_url} · 模型 {model} · 密钥：{self._key_source()}。"
+                 "点「测试连接」检查能否连通、模型在不在。"]
+        kind = "warn" if "⚠" in self._key_source() else "info"
+        lines += self._preset_notes(model)
+        if any(line.startswith("⚠") for line in lines[1:]):
+            kind = "warn"
+        self._set_status("\n".join(lines), kind)
+
+    def _preset_notes(self, model: str) -> list[str]:
+        """状态行里关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
+        preset = self._preset_for_request(self.base_url_text.value.strip())
+        if preset is None or not preset.source:
+            return []
+        notes = []
+        if model == preset.model:
+            notes.append("预设：" + preset.facts())
+            if preset.retired_on():
+                notes.append(f"⚠ 服务商公布的停用日期 {preset.retires} 已过：这个名字多半不能用了，"
+                             "点「测试连接」看看能用哪些模型。")
+        if preset.extra_body:
+            notes.append(f"每次请求都带上 {preset.extra_body}（{preset.label} 预设）。")
+        return notes
 
     def test_connection(self) -> str:
-        """试发一次很小的请求，把结果写进状态行并返回这段文字（中文、已打码）。"""
+        """测试连接，把结果写进状态行并返回这段文字（中文、已打码）。
+
+        真实端点分两步：先问服务商有哪些模型（`check_model`，服务没有 /models 接口不算错），
+        再试发一次很小的请求（不重试，最多等 `PROBE_TIMEOUT` 秒）。连不上时不再发第二步。
+        """
         self._set_status("正在测试连接……", "info")
         try:
             client, model = self.current()
@@ -333,21 +446,38 @@ class ModelSwitch:
         except Exception as exc:
             return self._set_status("❌ " + explain_error(exc, self._known_keys()), "error")
         messages = [{"role": "user", "content": "ping"}]
+        if self.mode == "fake":
+            try:
+                reply = client.chat.completions.create(model=model, messages=messages, max_tokens=16)
+            except Exception as exc:
+                return self._set_status("❌ " + explain_error(exc, self._known_keys()), "error")
+            return self._set_status(f"✅ 假模型可用：{reply.model}（离线，没有发网络请求）。", "ok")
+
+        listing = check_model(client, model, timeout=PROBE_TIMEOUT, key=self._known_keys())
+        if isinstance(listing.error, (openai.APIConnectionError, openai.APIResponseValidationError)):
+            return self._set_status("❌ " + explain_error(listing.error, self._known_keys()), "error")
         started = time.monotonic()
         try:
-            if self.mode == "fake":
-                reply = client.chat.completions.create(model=model, messages=messages, max_tokens=16)
-            else:
-                probe = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT)
-                reply = probe.chat.completions.create(model=model, messages=messages, max_tokens=8)
+            probe = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT)
+            reply = probe.chat.completions.create(model=model, messages=messages, max_tokens=8)
         except Exception as exc:
-            return self._set_status("❌ " + explain_error(exc, self._known_keys()), "error")
+            lines = ["❌ " + explain_error(exc, self._known_keys())]
+            unknown = classify(exc).kind == "not_found"  # 只有“找不到”时，模型名才是要查的东西
+            if unknown and listing.suggestions:
+                lines.append(f"服务商列出的模型里，相近的有：{'、'.join(listing.suggestions)}。")
+            elif unknown and listing.listed is True:
+                lines.append(f"模型 {model} 在模型列表里：多半是 base_url 的路径不对（通常以 /v1 结尾）。")
+            elif unknown and listing.listed is None and listing.error is None:
+                lines.append(listing.text)
+            return self._set_status("\n".join(lines), "error")
         seconds = time.monotonic() - started
-        if self.mode == "fake":
-            return self._set_status(f"✅ 假模型可用：{reply.model}（离线，没有发网络请求）。", "ok")
-        return self._set_status(
-            f"✅ 连接成功：服务器回报的模型是 {reply.model}（用时 {seconds:.1f} 秒）。", "ok"
-        )
+        lines = [f"✅ 连接成功：服务器回报的模型是 {reply.model}（用时 {seconds:.1f} 秒）。"]
+        if listing.listed is False:
+            lines.append(listing.text.replace("⚠ ", "") + "这次请求却成功了：有的服务接受列表以外的名字（别名）。")
+        elif listing.text:
+            lines.append(listing.text)
+        lines += [n for n in self._preset_notes(model) if not n.startswith("⚠")]
+        return self._set_status("\n".join(lines), "ok")
 
     # -- 显示 ---------------------------------------------------------------
 
