@@ -1,14 +1,19 @@
 """harness_lib.support.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
 
 
+import json
+
 import openai
 import pandas as pd
 import pytest
 
 from harness_lib import FakeClient, start_server, text_reply
+from harness_lib.support.endpoint import serve
 from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.fake import api_error
-from harness_lib.support.probe import CHECKS, HINTS, IMPACT, PARALLEL_PROMPT, probe
+from harness_lib.support.fake import FakeHandler, FakeModel, api_error
+from harness_lib.support.probe import (CHECKS, ERROR_HINTS, HINTS, IMPACT, PARALLEL_PROMPT, VERDICTS, probe,
+                                       probe_verdict)
+from harness_lib.support.wire import sse_response
 from harness_lib.support.quirks import QuirkClient, start_quirk_server
 
 MODEL = "fake-agent-1"
@@ -240,3 +245,115 @@ def test_hints_follow_what_the_probe_found(quirk_server):
     assert 'tool_choice="auto"' in row(needs_auto, "提供工具后返回 tool_calls")["hint"]
     talker = quirk_probe(quirk_server, "ollama_no_tools")
     assert row(talker, '写明 tool_choice="auto"')["hint"] == HINTS["提供工具后返回 tool_calls"]
+
+
+# ---------------------------------------------------------------------------
+# 按顺序推理：出错的行按错误本身给办法，后面的行写“先解决第 N 项”；一句话结论
+# ---------------------------------------------------------------------------
+
+
+def solve_first(n):
+    return f"先解决第 {n} 项"
+
+
+def test_a_timed_out_row_gets_a_timeout_hint_not_a_base_url_hint(fault_server):
+    with openai.OpenAI(base_url=fault_server.url("timeout"), api_key=SENTINEL, max_retries=0) as client:
+        df = probe(client, MODEL, timeout=0.5)
+    first = df.iloc[0]
+    assert first["result"] == "✗" and "超时" in first["detail"]
+    assert first["hint"] == ERROR_HINTS["timeout"].format(timeout=0.5)
+    assert "base_url" not in first["hint"], "超时不是 base_url 写错了"
+    for check, result, detail, hint in df.iloc[1:].itertuples(index=False):
+        if result != "✓":
+            assert hint.startswith(solve_first(1)), (check, hint)
+    assert "跑不起来" in df.attrs["verdict"] and "第 1 项" in df.attrs["verdict"]
+
+
+def test_rows_with_the_same_error_say_solve_row_n_first():
+    with start_server(api_key="the-right-key-000") as server:
+        with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
+            df = probe(client, MODEL, timeout=5)
+    same = df[df["detail"] == "出错（同第 1 项）"]
+    assert len(same) >= 5
+    assert (same["hint"].str.startswith(solve_first(1))).all()
+    auto = row(df, '写明 tool_choice="auto"')
+    assert auto["detail"] == "出错（同第 1 项）"
+    assert auto["hint"] != HINTS['写明 tool_choice="auto"'], "同第 1 项的错误不该猜成“不接受 tool_choice”"
+    assert "密钥" in df.iloc[0]["hint"]
+    blocked = row(df, "arguments 是合法 JSON")
+    assert blocked["hint"].startswith(solve_first(1)), "要用到第 2 项的结果，而第 2 项又是第 1 项的错误"
+    assert SENTINEL not in df.to_string() + df.attrs["verdict"]
+
+
+def _cut_streams(request):
+    """非流式照常由假模型回答；流式只发第一块（role），没有 finish_reason，也没有 [DONE]。"""
+    body = json.loads(request.content or b"{}")
+    if request.method == "POST" and isinstance(body, dict) and body.get("stream"):
+        chunk = {"id": "chatcmpl-cut", "object": "chat.completion.chunk", "created": 0,
+                 "model": body.get("model"), "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                         "logprobs": None, "finish_reason": None}]}
+        return sse_response([chunk], done=False)
+    return _FAKE_HANDLER(request)
+
+
+_FAKE_HANDLER = FakeHandler(FakeModel())
+
+
+def test_a_stream_cut_after_one_chunk_does_not_get_the_ollama_hint():
+    with serve(_cut_streams) as server:
+        with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
+            df = probe(client, MODEL, timeout=10)
+    cut = row(df, "并行调用：流式与非流式一致")
+    assert cut["result"] == "✗" and "断" in cut["detail"]
+    assert "Ollama" not in cut["hint"] and cut["hint"] == ERROR_HINTS["stream_cut"]
+    number = list(df["check"]).index("并行调用：流式与非流式一致") + 1
+    for name in ("流式输出里的工具调用增量", "报告用量（usage）"):
+        assert row(df, name)["hint"].startswith(solve_first(number)), name
+    for name in ("普通对话", "提供工具后返回 tool_calls", "接受工具结果"):
+        assert row(df, name)["result"] == "✓"
+    verdict = df.attrs["verdict"]
+    assert verdict.startswith(VERDICTS["as_is"]) and "agent_loop_stream" in verdict
+
+
+def test_the_verdict_is_one_line_and_matches_probe_verdict(quirk_server):
+    fake = probe(FakeClient(), MODEL)
+    assert fake.attrs["verdict"] == VERDICTS["as_is"] == probe_verdict(fake)
+
+    measured = quirk_probe(quirk_server, "llamacpp_python")
+    verdict = measured.attrs["verdict"]
+    assert verdict == probe_verdict(measured) and "\n" not in verdict
+    assert verdict.startswith("结论：做这些改动后循环能跑")
+    assert 'tool_choice="auto"' in verdict and '"content": ""' in verdict and "agent_loop_stream" in verdict
+
+    content = quirk_probe(quirk_server, "llamacpp_content").attrs["verdict"]
+    assert content.startswith("结论：做这些改动后循环能跑") and '"content": ""' in content
+
+    talker = quirk_probe(quirk_server, "ollama_no_tools").attrs["verdict"]
+    assert talker.startswith("结论：本系列的循环在这里跑不起来") and "换一个" in talker
+
+    for quirk in ("ollama_parallel_index0", "deepseek_thinking", "moonshot_usage_in_choice"):
+        assert quirk_probe(quirk_server, quirk).attrs["verdict"] == VERDICTS["as_is"], quirk
+
+
+def test_an_old_llama_server_without_jinja_is_named_and_not_guessed(quirk_server):
+    df = quirk_probe(quirk_server, "llamacpp_no_jinja")
+    offered = row(df, "提供工具后返回 tool_calls")
+    assert offered["result"] == "✗" and "--jinja" in offered["hint"] and "17524" in offered["hint"]
+    assert "换一个" not in offered["hint"]
+    assert row(df, 'tool_choice="required"')["hint"].startswith(solve_first(2)), "和 tool_choice 无关"
+    assert row(df, "普通对话")["result"] == "✓"
+    verdict = df.attrs["verdict"]
+    assert "跑不起来" in verdict and "第 2 项" in verdict and "换一个" not in verdict
+
+
+def test_no_hint_tells_learners_to_add_jinja_on_current_servers():
+    assert "--jinja" not in HINTS["提供工具后返回 tool_calls"]
+    for hint in (*HINTS.values(), *ERROR_HINTS.values()):
+        assert "加 --jinja" not in hint
+
+
+def test_a_check_that_needs_an_earlier_result_points_back_to_it():
+    df = probe(FakeClient(script=[text_reply("好的，我来看看。")] * 30), MODEL)
+    for name in ("arguments 是合法 JSON", "接受工具结果", "没有 content 的助手消息"):
+        assert row(df, name)["hint"].startswith(solve_first(2)), name
+    assert row(df, "reasoning_content 的往返")["result"] == "ℹ"

@@ -14,8 +14,13 @@ from harness_lib.lesson.stream import agent_loop_stream
 from harness_lib.support.errors import EndpointError, classify, explain_error
 from harness_lib.support.runner import BASH_TOOL
 from harness_lib.support.quirks import (
+    AS_OF,
+    CURRENT,
+    FIXED,
     FLAGGED,
+    PARTLY_FIXED,
     QUIRKS,
+    STATUS_COLUMN,
     QuirkClient,
     QuirkHandler,
     naive_loop,
@@ -70,6 +75,50 @@ def test_every_quirk_has_a_provider_a_source_and_both_outcomes():
             assert any("\u4e00" <= ch <= "\u9fff" for ch in text), (name, text)
     table = quirk_table()
     assert list(table["怪脾气"]) == list(QUIRKS)
+
+
+def chinese(text):
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def test_every_quirk_is_dated_with_versions_status_and_sources():
+    assert AS_OF == "2026-12-01"
+    for name, quirk in QUIRKS.items():
+        assert quirk.versions and chinese(quirk.versions), f"{name} 没写版本范围"
+        assert quirk.status in (CURRENT, PARTLY_FIXED, FIXED), name
+        assert quirk.checked == AS_OF, name
+        assert isinstance(quirk.refs, tuple), name
+        for url in (quirk.source, *quirk.refs):
+            assert url.startswith("https://"), (name, url)
+        if quirk.status == CURRENT:
+            assert not quirk.fixed_in and not quirk.why_keep, f"{name} 是现存的，不该写修复版本"
+        else:
+            assert any(ch.isdigit() for ch in quirk.fixed_in), f"{name} 的修复版本和日期没写"
+            assert chinese(quirk.why_keep), f"{name} 没说为什么防御代码还要留着"
+
+
+def test_the_table_shows_the_as_of_date_and_the_status():
+    table = quirk_table()
+    assert AS_OF in STATUS_COLUMN and STATUS_COLUMN in table.columns
+    assert table.attrs["as_of"] == AS_OF
+    assert list(table[STATUS_COLUMN]) == [q.status for q in QUIRKS.values()]
+    for column in ("版本范围", "修复于", "为什么还要防", "出处"):
+        assert column in table.columns
+    assert AS_OF in table.to_string() or AS_OF in " ".join(table.columns), "日期显示在表上"
+
+
+def test_quirks_fixed_upstream_are_labelled_history():
+    """issue 18 点名的几条：llama.cpp 的 content 500 与 --jinja 已修复；Ollama 的 index 0 只修了一部分。"""
+    content = QUIRKS["llamacpp_content"]
+    assert content.status == FIXED and "13477" in content.fixed_in and "2025" in content.fixed_in
+    assert any("12293" in url for url in content.refs)
+    jinja = QUIRKS["llamacpp_no_jinja"]
+    assert jinja.status == FIXED and "17524" in jinja.fixed_in and "2025-11" in jinja.fixed_in
+    ollama = QUIRKS["ollama_parallel_index0"]
+    assert ollama.status == PARTLY_FIXED and "v0.20.6" in ollama.fixed_in and "2026-04" in ollama.fixed_in
+    assert any("15467" in url for url in ollama.refs) and any("15497" in url for url in ollama.refs)
+    for name in ("llamacpp_required", "llamacpp_python", "deepseek_thinking", "deepseek_balance"):
+        assert QUIRKS[name].status == CURRENT, name
 
 
 def test_quirk_is_read_from_the_model_name():
@@ -288,6 +337,18 @@ def test_llamacpp_tool_choice_required(client):
     messages = user(LIST_PY)
     agent_loop(messages, client=client, model=q)  # 循环不传 tool_choice
     assert roles(messages) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_llamacpp_without_jinja_rejects_tools(client):
+    """历史：PR #17524（2025-11）以前的 llama-server 不加 --jinja 就拒绝带工具的请求。"""
+    q = model("llamacpp_no_jinja")
+    with pytest.raises(openai.InternalServerError) as info:
+        naive_loop(client, q, LIST_PY, TOOLS)
+    assert "requires --jinja" in str(info.value)
+    reply = client.chat.completions.create(model=q, messages=user(GREETING))
+    assert reply.choices[0].message.content, "不带工具的对话照常"
+    with pytest.raises(EndpointError):
+        agent_loop(user(LIST_PY), client=client, model=q)
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,14 @@
 每一项自己捕获异常（一项失败不影响其余各项）。每次请求都限制 `max_tokens`、设置超时，
 并且不让 SDK 自动重试（`max_retries=0`）：一个 `Retry-After` 不会让探针卡上几分钟。
 `max_tokens` 默认 128：够写一个工具调用，又不让本机的小模型每项都写上一千个 token。
-每个 ✗ 都在 `hint` 一列写着该怎么办。
+每个 ✗ 都在 `hint` 一列写着该怎么办，而且按顺序推理：
+
+- 一项出错时，办法按错误本身给（超时说超时、连不上说连不上），不套用这一项检查的办法；
+- 后面出同一个错的行记为“出错（同第 N 项）”，办法是“先解决第 N 项”，不再猜；
+- 要用到前面结果的项（没拿到工具调用就无从检查的），办法也是“先解决第 N 项”。
+
+表的最上面一句结论放在 `table.attrs["verdict"]`（`probe_verdict(table)` 算出同一句）：
+循环在这里照原样能跑 / 做这些改动后能跑 / 跑不起来。
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from .runner import BASH_TOOL
 from .errors import EndpointError, classify, explain_error
 from .streaming import accumulate
 
-__all__ = ["CHECKS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "probe"]
+__all__ = ["CHECKS", "ERROR_HINTS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "VERDICTS", "probe", "probe_verdict"]
 
 LIST_PY_PROMPT = "列出当前目录中的 Python 文件"
 PARALLEL_PROMPT = (
@@ -62,8 +69,10 @@ IMPACT = {
 # 每一项不通过时，怎么办
 HINTS = {
     "普通对话": "核对 base_url（通常以 /v1 结尾）、模型名和密钥；detail 里有服务器原话。",
+    # llama-server 自 llama.cpp PR #17524（2025-11）起默认开启 jinja 模板，新版本不必再加 --jinja
+    # （见 quirks.QUIRKS["llamacpp_no_jinja"]，核对于 2026-12-01）；Ollama 要选支持工具的模型。
     "提供工具后返回 tool_calls": "换一个支持工具调用的模型（小模型常常只会把调用写成文字）；"
-                               "本地服务要开启工具调用（llama.cpp 加 --jinja，Ollama 选标着 tools 的模型）。",
+                               "Ollama 选标着 tools 的模型。",
     '写明 tool_choice="auto"': "这个服务不接受 tool_choice 参数：请求里别写它，循环默认就不写。",
     "arguments 是合法 JSON": "换更大的模型，或把工具参数设计得更简单；循环会把解析失败写回 tool 消息，让模型重试。",
     "接受工具结果": "读 detail 里的原话：常见是 tool 消息的格式或 tool_call_id 不被接受，或者缺了某个扩展字段。",
@@ -77,6 +86,46 @@ HINTS = {
     "报告用量（usage）": "探针已经要了 include_usage。流式没有用量时，流式循环的 max_tokens_total 不起作用，改用 max_turns 和 max_seconds。",
     "响应里的扩展字段": "这一项本来只是提示；出错时先按 detail 里的说明修好前面的问题。",
 }
+
+# 一项出错时按错误本身给的办法（`classify(exc).kind` → 办法）。不在这里的类别（请求形状、400 一类）
+# 说的是这一项请求本身的问题，才用 HINTS 里这一项的办法。
+ERROR_HINTS = {
+    "timeout": "超时：{timeout:g} 秒内没等到回答。本机模型常见的原因是还在加载或太慢：等它加载好再探，"
+               "或调大 probe 的 timeout；远程服务检查代理和网络。",
+    "connection": "连不上服务：确认它已经启动、base_url 的主机和端口写对；走代理时把本机地址加进 NO_PROXY。",
+    "auth": "密钥不对：按 detail 里的说明换上正确的密钥，再重新探测；和这一项检查的内容无关。",
+    "permission": "密钥没有这个模型的权限：到服务商控制台开通，或换一个模型，再重新探测。",
+    "not_found": "模型名或 base_url 不对：用 client.models.list() 看看有哪些模型，核对 base_url（通常以 /v1 结尾）。",
+    "balance": "余额不足：充值或换一个有余额的密钥，再重新探测；重试没用。",
+    "rate_limit": "被限流：探针不自动重试。等一会儿再探，或降低别处的请求频率。",
+    "server": "服务端出错（5xx），和这一项检查的内容无关：稍后再探；一直这样就看服务端的日志。",
+    "bad_response": "回来的不是模型的回复：base_url 多半指向了网页、登录页或代理的提示页。",
+    "no_choices": "服务回了空结果（choices 为空）：换个模型或稍后再探；反复出现就是这个服务的毛病。",
+    "stream_cut": "流在中途断了（没有 finish_reason）：这是服务或网络把流式回复截断了，不是调用拼错了。"
+                  "再探一次；反复出现就改用非流式的 agent_loop。",
+    "content_filter": "内容审核没通过：探针的提示词很普通，多半是服务商的审核误判；换个服务或联系服务商。",
+    "context_length": "上下文太长：探针的请求很短，多半是 max_tokens 设得比模型上限还大；调小 probe 的 max_tokens。",
+}
+_JINJA_HINT = ("这台 llama-server 没有开启 jinja 模板，不接受 tools：升级到 llama.cpp PR #17524（2025-11）以后的构建"
+               "（默认开启），或者启动时加 --jinja；不带工具的对话不受影响。")
+_SAME_ERROR = "先解决第 {n} 项：这一行出的是同一个错误，那一项解决了，这一项多半也就好了。"
+_NEEDS = "先解决第 {n} 项（{name}）：这一项要用到它的结果，它没通过，这里无从判断。"
+
+VERDICTS = {
+    "as_is": "结论：本系列的循环在这里照原样能跑。",
+    "changes": "结论：做这些改动后循环能跑：{changes}。",
+    "cannot": "结论：本系列的循环在这里跑不起来：{reason}",
+}
+"""一句话结论的三种说法（`probe_verdict` 用它）。"""
+
+
+class _Blocked(Exception):
+    """这一项要用到前面某几项的结果，而它们都没通过：记下是哪几项，行里写“先解决第 N 项”。"""
+
+    def __init__(self, after: tuple, detail: str, mark: bool | None = False):
+        super().__init__(detail)
+        self.after, self.detail, self.mark = after, detail, mark
+
 
 class _Context:
     """一次探测的共享状态：统一的请求参数，以及收集到的响应（后面几项复用）。"""
@@ -95,6 +144,7 @@ class _Context:
         self.stream_usage: str | None = None  # 流式用量在哪里："顶层" / "choices[0].usage" / None
         self.stream_usage_value: Any = None
         self.stream_checked = False
+        self.stream_cut = False  # 某个流读完了却没有 finish_reason（被截断了）
         self.needs_auto = False  # 不写明 tool_choice="auto" 就不调用工具（llama-cpp-python 就这样）
 
     def tools(self) -> dict:
@@ -143,6 +193,9 @@ class _Context:
             if callable(close):
                 close()
         self.chunks.extend(chunks)
+        if chunks and not any(getattr(choice, "finish_reason", None)
+                              for chunk in chunks for choice in (getattr(chunk, "choices", None) or [])):
+            self.stream_cut = True
         self._note_usage(chunks)
         return chunks
 
@@ -209,6 +262,10 @@ def _loop_turn(message: Any) -> list[dict]:
 # ---------------------------------------------------------------------------
 
 
+_TOOL_ROWS = ("提供工具后返回 tool_calls", '写明 tool_choice="auto"')
+_STREAM_ROWS = ("并行调用：流式与非流式一致", "流式输出里的工具调用增量")
+
+
 def _plain_chat(ctx: _Context) -> tuple[bool | None, str]:
     message, finish = _first(ctx.chat(GREETING_PROMPT))
     if message.tool_calls:
@@ -244,7 +301,7 @@ def _choice_auto(ctx: _Context) -> tuple[bool | None, str]:
 
 def _arguments_json(ctx: _Context) -> tuple[bool | None, str]:
     if ctx.tool_reply is None:
-        return False, "前两项都没有拿到工具调用，无从检查。"
+        raise _Blocked(_TOOL_ROWS, "前两项都没有拿到工具调用，无从检查。")
     required = BASH_TOOL["function"]["parameters"].get("required", [])
     for call in ctx.tool_reply.tool_calls:
         raw = call.function.arguments
@@ -262,7 +319,7 @@ def _arguments_json(ctx: _Context) -> tuple[bool | None, str]:
 
 def _tool_result(ctx: _Context) -> tuple[bool | None, str]:
     if ctx.tool_reply is None:
-        return False, "前面没有拿到工具调用，发不出循环的第二轮。"
+        raise _Blocked(_TOOL_ROWS, "前面没有拿到工具调用，发不出循环的第二轮。")
     ctx.turn = _loop_turn(ctx.tool_reply)
     sent = ", ".join(sorted(ctx.turn[0]))
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, *ctx.turn]
@@ -283,7 +340,7 @@ def _tool_result(ctx: _Context) -> tuple[bool | None, str]:
 
 def _no_content(ctx: _Context) -> tuple[bool | None, str]:
     if ctx.turn is None:
-        return False, "前面没有拿到工具调用，无从检查。"
+        raise _Blocked(_TOOL_ROWS, "前面没有拿到工具调用，无从检查。")
     assistant = {k: v for k, v in ctx.turn[0].items() if k != "content"}
     messages = [{"role": "user", "content": LIST_PY_PROMPT}, assistant, *ctx.turn[1:]]
     _first(ctx.create(messages=messages, **ctx.tools()))
@@ -292,7 +349,7 @@ def _no_content(ctx: _Context) -> tuple[bool | None, str]:
 
 def _reasoning(ctx: _Context) -> tuple[bool | None, str]:
     if ctx.turn is None:
-        return None, "前面没有拿到工具调用，无从检查。"
+        raise _Blocked(_TOOL_ROWS, "前面没有拿到工具调用，无从检查。", mark=None)
     if "reasoning_content" not in ctx.turn[0]:
         return None, "回复里没有 reasoning_content（不是思考模式），不涉及。"
     stripped = {k: v for k, v in ctx.turn[0].items() if k != "reasoning_content"}
@@ -354,6 +411,8 @@ def _choice_required(ctx: _Context) -> tuple[bool | None, str]:
     try:
         message, finish = _first(ctx.chat(GREETING_PROMPT, tools=[BASH_TOOL], tool_choice="required"))
     except openai.InternalServerError as exc:
+        if "--jinja" in str(exc):  # 不接受任何 tools 的旧 llama-server：和 tool_choice 无关，照出错处理
+            raise
         words = _clip((exc.body or {}).get("message") if isinstance(exc.body, dict) else "", 60) or "（空）"
         return False, (f"只因为写了 tool_choice=\"required\"，服务就回了 HTTP {exc.status_code}（原话：{words}）："
                        "它不支持这个取值，这不是临时故障（llama-cpp-python 就这样）。")
@@ -412,6 +471,8 @@ def _usage(ctx: _Context) -> tuple[bool | None, str]:
     if ctx.stream_usage is None:  # 前面带工具的流可能什么都没收到：用一个不带工具的流再看一次
         ctx.stream(messages=[{"role": "user", "content": GREETING_PROMPT}])
     where = ctx.stream_usage
+    if where is None and ctx.stream_cut:
+        raise _Blocked(_STREAM_ROWS, "流式回复被截断了，看不到最后的用量块，无从判断流式报不报用量。")
     parts = [f"非流式：{_usage_text(plain.usage) if plain else '没有'}",
              f"流式（include_usage）：{_usage_text(ctx.stream_usage_value) + '，在' + where if where else '没有'}"]
     if where == "choices[0].usage":
@@ -482,29 +543,110 @@ def _quiet(client: Any) -> Any:
     return with_options(max_retries=0) if callable(with_options) else client
 
 
+def _error_kind(exc: BaseException) -> str:
+    return exc.kind if isinstance(exc, EndpointError) else classify(exc).kind
+
+
+def _error_hint(exc: BaseException, name: str, timeout: float) -> str:
+    """一项第一次出这个错时的办法：按错误本身说；只有请求本身被拒的，才用这一项检查自己的办法。"""
+    if "--jinja" in str(exc) or "--jinja" in explain_error(exc):
+        return _JINJA_HINT
+    kind = _error_kind(exc)
+    if kind in ERROR_HINTS:
+        return ERROR_HINTS[kind].format(timeout=timeout)
+    return HINTS[name]
+
+
 def probe(client, model, *, timeout=30.0, max_tokens=128):
     """对一个端点跑一遍兼容性检查，返回 `pandas.DataFrame`（列：check、result、detail、hint）。
 
     `result` 是 ✓（通过）、✗（不通过）或 ℹ（仅供参考，不算失败）；`detail` 是中文说明，
     `hint` 是不通过时该怎么办。每一项单独捕获异常：一项出错只记为 ✗，其余各项照常检查。
+    办法按顺序推理：出错的行按错误本身给办法；同一个错误再出现、或要用到前面没通过的结果时，
+    写“先解决第 N 项”。一句话结论在 `table.attrs["verdict"]`（见 `probe_verdict`）。
     每次请求带 `timeout`（秒）和 `max_tokens`（端点不认时自动改用 `max_completion_tokens`），
     SDK 不自动重试。一共十来个小请求。
     """
     ctx = _Context(_quiet(client), model, timeout, max_tokens)
     rows = []
+    numbers = {name: number for number, (name, _) in enumerate(CHECKS, start=1)}
     errors: dict[str, int] = {}  # 出错说明 -> 第一次出现在第几项
+    roots: dict[int, int] = {}  # 第几项 -> 它的问题出在第几项（自己出错或不通过，就是自己）
     for number, (name, check) in enumerate(CHECKS, start=1):
         hint = HINTS[name]
+        roots[number] = number
         try:
             ok, detail, *special = check(ctx)  # 少数情形，检查自己给出更贴切的办法
             hint = special[0] if special else hint
+        except _Blocked as blocked:  # 要用到的前几项都没通过：指回第一个没通过的
+            ok, detail = blocked.mark, blocked.detail
+            first = next((numbers[n] for n in blocked.after if rows[numbers[n] - 1]["result"] != OK),
+                         numbers[blocked.after[0]])
+            roots[number] = first = roots[first]  # 那一项自己也是被更前面的拖累的：一直指到根上
+            hint = _NEEDS.format(n=first, name=CHECKS[first - 1][0])
         except Exception as exc:  # 每一项自己兜底：出错也只影响这一行
             ok, text = False, _describe(exc, client)
-            detail = f"出错（同第 {errors[text]} 项）" if text in errors else f"出错：{text}"
-            errors.setdefault(text, number)
+            if text in errors:
+                detail = f"出错（同第 {errors[text]} 项）"
+                hint = _SAME_ERROR.format(n=errors[text])
+                roots[number] = errors[text]
+            else:
+                detail = f"出错：{text}"
+                hint = _error_hint(exc, name, timeout)
+                errors[text] = number
         mark = OK if ok else (INFO if ok is None else FAIL)
-        rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if mark == FAIL else ""})
+        rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if mark != OK else ""})
+    for row in rows:  # ℹ 不算失败，不写办法（“先解决第 N 项”除外：它说明这一项为什么没法判断）
+        if row["result"] == INFO and not row["hint"].startswith("先解决"):
+            row["hint"] = ""
     if ctx.needs_auto:  # 不写 tool_choice 时没有调用，写明了就有：办法是写明它
         rows[1]["hint"] = ('这个服务要写明 tool_choice="auto" 才调用工具。本项目的循环不写它，在这里模型不会调用工具：'
                            '要么在循环调模型的那一行加上 tool_choice="auto"，要么换一个服务或模型。')
-    return pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])
+    table = pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])
+    table.attrs["verdict"] = probe_verdict(table)
+    return table
+
+
+def probe_verdict(table) -> str:
+    """从 `probe()` 的表算出一句话结论：照原样能跑 / 做这些改动后能跑 / 跑不起来。
+
+    只看非流式循环（本系列的 agent_loop）要用到的几项：普通对话、工具调用、arguments、接受工具结果。
+    流式那几项不通过时，结论后面加一句：流式循环要换成非流式。
+    """
+    results = dict(zip(table["check"], table["result"]))
+    hints = dict(zip(table["check"], table["hint"]))
+    details = dict(zip(table["check"], table["detail"]))
+    number = {name: i for i, name in enumerate(table["check"], start=1)}
+
+    def label(name: str) -> str:
+        return f"第 {number[name]} 项（{name}）"
+
+    def passed(name: str) -> bool:
+        return results.get(name) == OK
+
+    chat, offered, auto, args, accepted = (name for name, _ in CHECKS[:5])
+    if not passed(chat):
+        return VERDICTS["cannot"].format(reason=f"{label(chat)}没有通过，连最基本的请求都走不通；先按那一行的办法解决它。")
+    if not passed(offered) and not passed(auto):
+        if str(details.get(offered, "")).startswith("出错"):
+            return VERDICTS["cannot"].format(reason=f"带工具的请求出错了，见{label(offered)}；"
+                                                     "循环第一轮就会失败，先按那一行的办法解决它。")
+        return VERDICTS["cannot"].format(reason=f"{label(offered)}和{label(auto)}都没有拿到工具调用，"
+                                                 "循环第一轮就会停下；换一个会调用工具的模型或服务。")
+    changes = []
+    if not passed(offered):
+        changes.append(f'调模型时写明 tool_choice="auto"（见第 {number[auto]} 项）')
+    if not passed(accepted):
+        if hints.get(accepted) == HINTS["没有 content 的助手消息"]:
+            changes.append(f'追加助手消息前补上 "content": ""（见第 {number[accepted]} 项）')
+        else:
+            return VERDICTS["cannot"].format(reason=f"{label(accepted)}没有通过，循环的第二轮会被拒绝；"
+                                                     "按那一行的办法处理。")
+    if not passed(args):
+        changes.append(f"换一个能写出合法 arguments 的模型，否则每轮都要重试（见第 {number[args]} 项）")
+    verdict = VERDICTS["changes"].format(changes="；".join(changes)) if changes else VERDICTS["as_is"]
+    stream_rows = [name for name in _STREAM_ROWS[1:] if name in results and results[name] == FAIL]
+    if stream_rows:
+        verdict += (f"另外，流式循环（08 的 agent_loop_stream）在这里用不了（见第 {number[stream_rows[0]]} 项），"
+                    "用非流式的 agent_loop。")
+    return verdict
