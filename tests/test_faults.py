@@ -12,10 +12,11 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
-from harness_lib.support.errors import EndpointError, call_model
+from harness_lib.support.errors import EndpointError, call_model, explain_error
 from harness_lib.support.streaming import collect_stream
 from harness_lib.support.fake import api_error
-from harness_lib.support.faults import FAULTS, closed_port_url, free_port, start_fault_server
+from harness_lib.support.faults import (CONTEXT_LIMIT, FAULTS, MODELS, PROVIDER_BODIES, REASONING_TOKENS,
+                                        closed_port_url, free_port, start_fault_server)
 from harness_lib.lesson.loop import TOOLS
 
 SENTINEL = "SENTINEL-key-8f3a9c27d1e5"  # 假密钥：任何输出里都不许出现它
@@ -67,7 +68,8 @@ CASES = [
 
 
 def test_every_fault_has_a_case():
-    assert {c[0] for c in CASES} | {"ok", "stream_cut", "flaky"} == set(FAULTS)
+    assert {c[0] for c in CASES} | {"ok", "stream_cut", "flaky", "unknown_model", "context_length", "thinking"} \
+        == set(FAULTS)
 
 
 def test_flaky_fails_every_third_request_and_the_sdk_retry_hides_it(fault_server):
@@ -310,3 +312,90 @@ def test_closed_port_helpers():
     port = free_port()
     assert 0 < port < 65536
     assert closed_port_url().startswith("http://127.0.0.1:")
+
+
+# ---- 拿到真密钥以后的排错：07 第五节用的几种故障 ----
+
+
+def test_models_list_is_served_on_every_fault_path(fault_server):
+    assert [m.id for m in _client(fault_server, "ok").models.list()] == [MODEL]
+    assert [m.id for m in _client(fault_server, "unknown_model").models.list()] == MODELS["unknown_model"]
+    with pytest.raises(openai.AuthenticationError):
+        _client(fault_server, "auth").models.list()
+
+
+def test_unknown_model_answers_like_deepseek_and_listed_names_work(fault_server):
+    client = _client(fault_server, "unknown_model")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="deepseek-chat", messages=_conversation())
+    assert info.value.status_code == 400
+    assert info.value.body == PROVIDER_BODIES["unknown_model"]  # DeepSeek 的原话，不是 404 model_not_found
+    assert "Model Not Exist" in explain_error(info.value)
+    listed = MODELS["unknown_model"][0]
+    assert client.chat.completions.create(model=listed, messages=_conversation()).choices[0].message is not None
+
+
+def test_context_length_fails_only_once_the_prompt_and_max_tokens_overflow(fault_server):
+    client = _client(fault_server, "context_length")
+    short = [{"role": "user", "content": "你好"}]
+    assert call_model(client, model=MODEL, messages=short, max_tokens=64).choices
+    grow = list(short)
+    errors = []
+    for turn in range(10):
+        try:
+            call_model(client, model=MODEL, messages=grow, max_tokens=512)
+        except EndpointError as exc:
+            errors.append(exc)
+            break
+        grow += [{"role": "assistant", "content": "日志" * 80}]
+    assert errors and errors[0].kind == "context_length", "越跑越长的对话迟早撞上上下文长度"
+    err = errors[0]
+    assert isinstance(err.original, openai.BadRequestError) and err.original.body["code"] == "invalid_request_error"
+    assert f"maximum context length is {CONTEXT_LIMIT} tokens" in err.explanation
+    assert "512 in the completion" in err.explanation, "max_tokens 也算进上下文"
+    assert fault_server.log[-1]["状态码"] == 400
+
+
+def test_thinking_uses_up_max_tokens_unless_switched_off(fault_server):
+    client = _client(fault_server, "thinking")
+    question = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    cut = client.chat.completions.create(model=MODEL, messages=question, tools=TOOLS, max_tokens=512)
+    assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.tool_calls
+    assert cut.choices[0].message.content == ""
+    assert cut.usage.completion_tokens == 512 and cut.usage.completion_tokens_details.reasoning_tokens == 512
+    roomy = client.chat.completions.create(model=MODEL, messages=question, tools=TOOLS, max_tokens=2048)
+    assert roomy.choices[0].finish_reason == "tool_calls"
+    assert roomy.usage.completion_tokens_details.reasoning_tokens == REASONING_TOKENS
+    assert roomy.choices[0].message.reasoning_content
+    off = client.chat.completions.create(model=MODEL, messages=question, tools=TOOLS, max_tokens=512,
+                                         extra_body={"thinking": {"type": "disabled"}})
+    assert off.choices[0].finish_reason == "tool_calls" and not getattr(off.choices[0].message, "reasoning_content",
+                                                                         None)
+    assert off.usage.completion_tokens < 512
+
+
+def test_the_log_shows_tokens_per_request_and_what_a_retry_resends(fault_server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fault_server.reset()
+    client = _client(fault_server, "flaky", retries=2)
+    chat = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    agent_loop(chat, client=client, model=MODEL)
+    chat.append({"role": "user", "content": "你好"})
+    agent_loop(chat, client=client, model=MODEL)
+    log = fault_server.log
+    assert [row["第几次尝试"] for row in log] == [1, 1, 1, 2]
+    assert [row["状态码"] for row in log] == [200, 200, 503, 200]
+    tokens = [row["请求里的 token（估算）"] for row in log]
+    assert tokens[0] < tokens[1] < tokens[2], "每一轮都把整段历史重发一遍"
+    assert tokens[3] == tokens[2], "重试把失败那次的整段 prompt 又发了一遍"
+    assert [row["消息条数"] for row in log] == [2, 4, 6, 6]  # 算上系统提示
+
+
+def test_a_dead_proxy_is_a_connection_error(fault_server):
+    http = openai.DefaultHttpxClient(proxy=closed_port_url())
+    client = openai.OpenAI(base_url=fault_server.url("ok"), api_key=SENTINEL, max_retries=0, timeout=2,
+                           http_client=http)
+    with pytest.raises(EndpointError) as info:
+        call_model(client, model=MODEL, messages=_conversation())
+    assert info.value.kind == "connection"
+    _assert_clean(info.value)

@@ -14,6 +14,14 @@
 
 ``start_fault_server("auth")`` 时，``server.base_url`` 就是 ``server.url("auth")``。
 故障名和含义见 ``FAULTS``。“连接被拒绝”不需要服务器：``closed_port_url()`` 给出一个没有人监听的地址。
+每个故障路径也回答 ``GET /<故障名>/v1/models``（``client.models.list()``）：列出 ``MODELS`` 里的名字
+（``auth`` 照样回 401）。``log`` 每个请求一行：第几次尝试、消息条数、请求里的 token（估算）、状态码，
+看得出每次重试都把整段 prompt 又发了一遍。
+
+几种故障照某家服务商的原话作答（出处和核对日期写在 ``PROVIDER_BODIES`` 旁边）：
+``unknown_model`` 是 DeepSeek 对不存在或已下线的模型名回的 400 “Model Not Exist”；
+``context_length`` 是 DeepSeek 的上下文超长 400；``thinking`` 是默认开着思考模式的模型，
+思维链也算在 ``max_tokens`` 里。
 
 安全与收尾：只允许回环地址；请求体最多 1 MB；“超时”故障最多拖 30 秒，服务器关闭时立刻放手；
 服务器默认 10 分钟后自己停下（``lifetime``），也可以用 ``with`` 或 ``close()`` 提前关掉。
@@ -29,11 +37,12 @@ from typing import Any
 import httpx2
 
 from .endpoint import LocalServer, serve
-from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel
+from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel, _prompt_tokens
 from .net import closed_port_url, free_port, is_loopback
 from .wire import Rejected, json_response, sse_response
 
-__all__ = ["FAULTS", "FaultHandler", "FaultServer", "closed_port_url", "free_port", "start_fault_server"]
+__all__ = ["CONTEXT_LIMIT", "FAULTS", "MODELS", "PROVIDER_BODIES", "REASONING_TOKENS", "FaultHandler", "FaultServer",
+           "closed_port_url", "free_port", "start_fault_server"]
 
 FAULTS = {
     "ok": "正常回答（由离线假模型的默认策略作答），用来对照",
@@ -50,8 +59,48 @@ FAULTS = {
     "no_choices": "HTTP 200，合法的 JSON，但 choices 是空列表",
     "stream_cut": "流式回复发了几块就结束了，没有 finish_reason，也没有 [DONE]",
     "flaky": "时好时坏：每三个请求里的第三个回 HTTP 503，其余由离线假模型正常回答",
+    "unknown_model": "HTTP 400 “Model Not Exist”（DeepSeek 的说法）：模型名不在 /models 的名单里"
+                     "（拼错或已下线）；名单里的名字正常回答",
+    "context_length": "请求里的 token（估算）加上 max_tokens 超过 CONTEXT_LIMIT 时回 HTTP 400（DeepSeek 的上下文超长原话），"
+                      "没超过时正常回答：越跑越长的循环迟早撞上它",
+    "thinking": "默认开着思考模式：先写 REASONING_TOKENS 个 token 的 reasoning_content，也算在 max_tokens 里；"
+                "max_tokens 不够时 content 是空的、finish_reason 是 length。"
+                "请求带 extra_body={\"thinking\": {\"type\": \"disabled\"}} 时不思考",
 }
 FLAKY_EVERY = 3  # “时好时坏”故障每几个请求失败一次
+
+CONTEXT_LIMIT = 1024  # “上下文超长”故障的模型能读多少 token（真实模型是几万到上百万）
+REASONING_TOKENS = 600  # “思考模式”故障每次先写多少 token 的思维链
+MODELS = {  # GET /models 列出的名字：unknown_model 照 DeepSeek 现在的名单，其余只有假模型
+    "unknown_model": ["deepseek-v4-flash", "deepseek-v4-pro"],
+}
+
+# 服务商的原话（错误体的形状），每条写明出处和核对日期。
+PROVIDER_BODIES = {
+    # DeepSeek API：不存在或已下线的模型名 → HTTP 400，错误体如下（不是 404 model_not_found）。
+    # 出处（公开 issue 里贴出的原始响应）：https://github.com/langbot-app/LangBot/issues/1643（2025-09-02）、
+    # https://github.com/deepwn/addi/issues/13（2026-03-30，模型名 deepseek-chat）。核对日期 2026-12-01。
+    # 现在的模型名 deepseek-v4-flash / deepseek-v4-pro：DeepSeek 思考模式文档与腾讯云 TokenHub 的 DeepSeek 调用指南
+    # （https://cloud.tencent.com/document/product/1823/132248，2026-05-28 更新）。预设里的名字以 clients.py 为准。
+    "unknown_model": {"message": "Model Not Exist", "type": "invalid_request_error", "param": None,
+                      "code": "invalid_request_error"},
+    # DeepSeek API：上下文超长 → HTTP 400，原话把 messages 和 max_tokens（completion）加在一起算。
+    # 出处：https://github.com/NoFxAiOS/nofx/issues/1278（2025-12-26）、
+    # https://github.com/evalstate/fast-agent/issues/621（2026-01-19）。核对日期 2026-12-01。
+    # OpenAI 的同一种错误 code 是 context_length_exceeded、param 是 messages
+    # （https://github.com/crewAIInc/crewAI-examples/issues/121）；errors.py 的 context_length 一行两种都认。
+    "context_length": {"message": "This model's maximum context length is {limit} tokens. However, you requested "
+                                  "{total} tokens ({prompt} in the messages, {completion} in the completion). "
+                                  "Please reduce the length of the messages or completion.",
+                       "type": "invalid_request_error", "param": None, "code": "invalid_request_error"},
+}
+# “思考模式”故障依据的事实（核对日期 2026-12-01）：
+# - DeepSeek V4 默认开着思考模式，关掉要传 extra_body={"thinking": {"type": "disabled"}}：
+#   https://api-docs.deepseek.com/guides/thinking_mode ；
+# - max_tokens 含思维链：DeepSeek 文档对 deepseek-reasoner 写明“模型单次回答的最大长度（含思维链输出）”
+#   （https://api-docs.deepseek.com/zh-cn/guides/reasoning_model）；V4 的思考模式页在检索到的片段里没有写这一句，
+#   腾讯云 TokenHub 的指南建议思考模式的 max_tokens 不小于 2048（出处同上）。这里按“含思维链”模拟，未能逐字确认 V4。
+_REASONING = "用户要列出 Python 文件。我先想一想该用哪条命令、结果怎样读、怎样回答……"
 
 MAX_DELAY = 30.0  # “超时”故障最多拖多少秒
 RETRY_AFTER_MS = 20  # 429/5xx 建议客户端等多少毫秒再试；设得很短，演示和测试才快
@@ -95,6 +144,8 @@ class FaultHandler:
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         parts = request.url.path.strip("/").split("/")
         fault = parts[0] if len(parts) >= 2 and parts[0] in FAULTS and parts[1] == "v1" else None
+        if fault is not None and request.method == "GET" and "/".join(parts[2:]) == "models":
+            return self._models(request, fault)
         if fault is None or request.method != "POST" or "/".join(parts[2:]) != "chat/completions":
             return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
         try:
@@ -103,13 +154,28 @@ class FaultHandler:
             body = {}
         if not isinstance(body, dict):
             body = {}
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+        row = {
+            "故障": fault,
+            "第几次尝试": int(request.headers.get("x-stainless-retry-count") or 0) + 1,
+            "消息条数": len(messages),
+            "请求里的 token（估算）": _estimate(messages, tools),
+        }
         with self.lock:
             self.hits[fault] += 1
-            self.log.append({
-                "故障": fault,
-                "第几次尝试": int(request.headers.get("x-stainless-retry-count") or 0) + 1,
-            })
-        return getattr(self, f"_{fault}")(request, body)
+            self.log.append(row)
+        response = getattr(self, f"_{fault}")(request, body)
+        row["状态码"] = response.status_code  # 超时故障在客户端放弃以后才写上
+        return response
+
+    def _models(self, request: httpx2.Request, fault: str) -> httpx2.Response:
+        """GET /models：列出这个路径上能用的模型名。密钥不对的路径照样回 401。"""
+        if fault == "auth":
+            return self._auth(request, {})
+        names = MODELS.get(fault, [DEFAULT_MODEL])
+        return json_response(200, {"object": "list", "data": [
+            {"id": name, "object": "model", "created": CREATED, "owned_by": "harness-faults"} for name in names]})
 
     # ---- 各个故障 ----
     def _ok(self, request: httpx2.Request, body: dict) -> httpx2.Response:
@@ -170,6 +236,48 @@ class FaultHandler:
             "usage": {"prompt_tokens": 12, "completion_tokens": 0, "total_tokens": 12},
         })
 
+    def _unknown_model(self, request: httpx2.Request, body: dict) -> httpx2.Response:
+        if body.get("model") in MODELS["unknown_model"]:
+            return self.ok(request)
+        error = PROVIDER_BODIES["unknown_model"]
+        return json_response(400, {"error": dict(error)})
+
+    def _context_length(self, request: httpx2.Request, body: dict) -> httpx2.Response:
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+        prompt = _estimate(messages, tools)
+        completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
+        if prompt + completion <= CONTEXT_LIMIT:
+            return self.ok(request)
+        error = dict(PROVIDER_BODIES["context_length"])
+        error["message"] = error["message"].format(limit=CONTEXT_LIMIT, total=prompt + completion, prompt=prompt,
+                                                   completion=completion)
+        return json_response(400, {"error": error})
+
+    def _thinking(self, request: httpx2.Request, body: dict) -> httpx2.Response:
+        if body.get("stream"):
+            return Rejected(400, "This test path only serves stream=false requests.").response()
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("type") == "disabled":
+            return self.ok(request)  # 关掉思考模式：和普通模型一样
+        limit = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
+        answer = json.loads(self.ok(_without_max_tokens(request, body)).content)
+        choice = answer["choices"][0]
+        message = dict(choice["message"])
+        usage = dict(answer["usage"])
+        needed = usage["completion_tokens"]
+        reasoning = REASONING_TOKENS
+        if limit is not None and reasoning + needed > limit:  # 思维链先把上限用掉了：回答是空的
+            reasoning = min(reasoning, limit)
+            message = {"role": "assistant", "content": ""}
+            choice = {**choice, "finish_reason": "length"}
+            needed = 0
+        message["reasoning_content"] = (_REASONING * (reasoning // 30 + 1))[: reasoning]
+        usage = {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": reasoning + needed,
+                 "total_tokens": usage["prompt_tokens"] + reasoning + needed,
+                 "completion_tokens_details": {"reasoning_tokens": reasoning}}
+        return json_response(200, {**answer, "choices": [{**choice, "message": message}], "usage": usage})
+
     def _stream_cut(self, request: httpx2.Request, body: dict) -> httpx2.Response:
         if not body.get("stream"):
             return Rejected(400, "This test path only serves stream=true requests.").response()
@@ -183,6 +291,21 @@ class FaultHandler:
         pieces = ["当前目录", "中有两个 ", "Python 文", "件：app"]
         chunks = [chunk({"role": "assistant", "content": ""})] + [chunk({"content": p}) for p in pieces]
         return sse_response(chunks, done=False, headers={"connection": "close"})
+
+
+def _estimate(messages: list, tools: list) -> int:
+    """请求里的 token 数，用假模型同样的粗略算法（一个汉字约一个 token）；请求形状不对时是 0。"""
+    try:
+        return _prompt_tokens([m for m in messages if isinstance(m, dict)], tools)
+    except (KeyError, TypeError, AttributeError):
+        return 0
+
+
+def _without_max_tokens(request: httpx2.Request, body: dict) -> httpx2.Request:
+    """同一个请求，去掉 max_tokens：先拿到完整的回答，再按思维链用掉的份额截断。"""
+    rest = {k: v for k, v in body.items() if k not in ("max_tokens", "max_completion_tokens")}
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host")}
+    return httpx2.Request(request.method, request.url, headers=headers, content=json.dumps(rest).encode("utf-8"))
 
 
 class FaultServer:
@@ -224,7 +347,8 @@ class FaultServer:
 
     @property
     def log(self) -> list[dict]:
-        """每个请求一行：故障名、这是 SDK 的第几次尝试（来自请求头 x-stainless-retry-count）。"""
+        """每个请求一行：故障名、这是 SDK 的第几次尝试（来自请求头 x-stainless-retry-count）、
+        消息条数、请求里的 token（估算，一个汉字约一个 token）、回的状态码。"""
         return [dict(row) for row in self._handler.log]
 
     def reset(self) -> None:
