@@ -10,7 +10,7 @@
 """
 
 
-# %% notebooks/08_streaming.ipynb 第 26 格
+# %% notebooks/08_streaming.ipynb 第 17 格
 import time
 
 from harness_lib.lesson.loop import HANDLERS, SYSTEM, TOOLS, execute_tool_call
