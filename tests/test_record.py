@@ -275,3 +275,70 @@ def test_a_call_the_sdk_retried_is_recorded_once_and_replays_offline(workspace, 
     replayed = [{"role": "user", "content": TASK}]
     agent_loop(replayed, client=ReplayClient(path), model=MODEL)
     assert replayed == plain
+
+
+def _timeout():
+    return openai.APITimeoutError(request=None)  # 假模型遇到它时让传输层超时，由 SDK 自己重试
+
+
+_ONCE = {
+    "429": lambda: api_error(429, "Rate limit reached.", type="requests", code="rate_limit_exceeded",
+                             headers={"retry-after-ms": "10"}),
+    "500": lambda: api_error(500, "The server had an error while processing your request.", type="server_error",
+                             headers={"retry-after-ms": "10"}),
+    "timeout": _timeout,
+}
+
+
+@pytest.mark.parametrize("fault", sorted(_ONCE))
+def test_a_fault_once_while_recording_replays_offline(workspace, tmp_path, fault):
+    """录制时第一次调用先遇到一次 429 / 500 / 超时，SDK 重试成功：录像里是一次成功的调用，离线回放照样跑完。"""
+    fake = FakeClient(max_retries=2, script=[
+        _ONCE[fault](), tool_reply(tool_call("bash", {"command": "ls *.py"})), text_reply("有 app.py 和 utils.py。")])
+    recorder = Recorder(fake)
+    recorded_run = [{"role": "user", "content": TASK}]
+    agent_loop(recorded_run, client=recorder, model=MODEL)
+    path = recorder.save(tmp_path / f"{fault}.jsonl")
+    calls = load_calls(path)
+    assert [c["call"] for c in calls] == [1, 2]
+    assert [c.get("attempts", 1) for c in calls] == [2, 1], "第一次调用试了两次，录像里只记次数"
+    assert not any("error" in c for c in calls), "重试前那次失败的尝试不留在录像里"
+    assert calls[0]["response"]["choices"][0]["message"]["tool_calls"]
+    player = ReplayClient(path)
+    assert player.max_retries == 0  # 回放不重试：录像里也没有要重试的东西
+    replayed = [{"role": "user", "content": TASK}]
+    agent_loop(replayed, client=player, model=player.model)
+    assert replayed == recorded_run and player.remaining == 0
+
+
+@pytest.mark.parametrize("fault", sorted(_ONCE))
+def test_a_fault_in_a_later_call_replays_offline_too(workspace, tmp_path, fault):
+    """第二次调用（请求里已经有工具消息）才遇到故障：重试发的是同一个请求，录像照样对得上。"""
+    fake = FakeClient(max_retries=1, script=[
+        tool_reply(tool_call("bash", {"command": "ls *.py"})), _ONCE[fault](), text_reply("有 app.py 和 utils.py。")])
+    recorder = Recorder(fake)
+    recorded_run = [{"role": "user", "content": TASK}]
+    agent_loop(recorded_run, client=recorder, model=MODEL)
+    calls = load_calls(recorder.save(tmp_path / "later.jsonl"))
+    assert [c.get("attempts", 1) for c in calls] == [1, 2]
+    assert len(calls[1]["request"]["messages"]) == 4, "重试的是第二轮的完整请求"
+    replayed = [{"role": "user", "content": TASK}]
+    agent_loop(replayed, client=ReplayClient(tmp_path / "later.jsonl"), model=MODEL)
+    assert replayed == recorded_run
+
+
+@pytest.mark.parametrize("fault", sorted(_ONCE))
+def test_a_call_whose_retries_all_failed_is_one_error_that_replays_as_the_same_error(tmp_path, fault):
+    """重试也都失败了：录像里是一次出错的调用（attempts 是总次数），回放时同样出错，而且不会卡住。"""
+    fake = FakeClient(max_retries=2, script=[_ONCE[fault]() for _ in range(3)])
+    recorder = Recorder(fake)
+    messages = [{"role": "user", "content": "你好"}]
+    expected = openai.APITimeoutError if fault == "timeout" else openai.APIStatusError
+    with pytest.raises(expected):
+        recorder.chat.completions.create(model=MODEL, messages=messages)
+    calls = load_calls(recorder.save(tmp_path / "failed.jsonl"))
+    assert len(calls) == 1 and calls[0]["attempts"] == 3 and "error" in calls[0]
+    with pytest.raises(expected) as info:
+        ReplayClient(tmp_path / "failed.jsonl").chat.completions.create(model=MODEL, messages=messages)
+    if fault != "timeout":
+        assert info.value.status_code == int(fault)
