@@ -12,7 +12,7 @@
   `None`，以及没有 `base_url` 的对象。
 
 两个入口：
-1. `guard(handlers, client, policy=None, *, ask=None)`：客户端可信、策略是 `auto` 时原样返回
+1. `guard(handlers, client, policy=None, *, ask=None)`：客户端可信时（不管哪种策略）原样返回
    `handlers`（同一个 dict 对象）；否则返回一张只读的新分发表 `Guarded`，其中会运行程序或改动
    文件的工具（bash、write_file、edit_file，以及名字不认识的工具）先审批，再交给原来的处理函数。
    只读的 `read_file`、`glob` 原样保留。
