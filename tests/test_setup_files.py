@@ -80,3 +80,25 @@ def test_makefile_targets():
     assert "python3" in mk and "-m venv" in mk
     assert "--allow-root" in mk
     assert "notebooks/00_setup.ipynb" in mk
+
+
+def test_a_wheel_holds_the_whole_package_and_imports_from_it(tmp_path):
+    """`pip install .` 和 `pip install git+…` 用的是 wheel：里面要有课程层和支撑层，装好就能导入。"""
+    import subprocess
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                    "--wheel-dir", str(tmp_path), str(ROOT)], check=True)
+    wheel = next(tmp_path.glob("harness_lib-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in ["harness_lib/__init__.py", "harness_lib/lesson/loop.py", "harness_lib/lesson/tools.py",
+                   "harness_lib/support/step.py", "harness_lib/support/fake.py"]:
+        assert module in names, f"wheel 里缺少 {module}"
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    # 只从解开的 wheel 导入（它排在 sys.path 最前面），不碰源码目录
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import harness_lib, harness_lib.lesson.loop as loop; "
+            "assert harness_lib.__file__.startswith(sys.argv[1]), harness_lib.__file__; print(loop.agent_loop.__name__)")
+    done = subprocess.run([sys.executable, "-c", code, str(unpacked)], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "agent_loop"
