@@ -357,3 +357,21 @@ def test_a_check_that_needs_an_earlier_result_points_back_to_it():
     for name in ("arguments 是合法 JSON", "接受工具结果", "没有 content 的助手消息"):
         assert row(df, name)["hint"].startswith(solve_first(2)), name
     assert row(df, "reasoning_content 的往返")["result"] == "ℹ"
+
+
+def test_a_service_that_never_calls_tools_points_the_tool_rows_back_to_row_2():
+    """只会说话的服务：并行和流式增量没有自己的问题，办法都指回第 2 项，而不是各猜各的。"""
+    fake = FakeClient(script=[text_reply("好的，我来看看。")] * 30)
+    report = probe(fake, MODEL)
+    for name in (PARALLEL, "流式输出里的工具调用增量"):
+        assert row(report, name)["hint"].startswith(solve_first(2)), (name, row(report, name)["hint"])
+    assert "跑不起来" in report.attrs["verdict"]
+
+
+def test_a_dead_service_is_not_blamed_on_tool_choice_required(fault_server):
+    """每个请求都 503：tool_choice="required" 那一行记作同一个错，不说“它不支持这个取值”。"""
+    with openai.OpenAI(base_url=fault_server.url("unavailable"), api_key=SENTINEL, max_retries=0) as client:
+        report = probe(client, MODEL, timeout=5)
+    required = row(report, 'tool_choice="required"')
+    assert required["detail"] == "出错（同第 1 项）" and required["hint"].startswith(solve_first(1))
+    assert "不支持这个取值" not in required["detail"]

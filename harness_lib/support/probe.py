@@ -373,6 +373,8 @@ def _parallel(ctx: _Context) -> tuple[bool | None, str]:
         return True, f"一条回复里有 {len(calls)} 个调用：{_calls_text(calls)}"
     if calls:
         return False, f"只给出 1 个调用：{_calls_text(calls)}。这个端点可能不支持或默认关闭了并行调用。"
+    if ctx.tool_reply is None:  # 根本不调用工具的服务：问题在前面，不在并行
+        raise _Blocked(_TOOL_ROWS, f"没有给出工具调用：「{_clip(message.content)}」，前面也没有拿到过。")
     return False, f"没有给出工具调用：「{_clip(message.content)}」{_length_note(finish)}"
 
 
@@ -411,7 +413,8 @@ def _choice_required(ctx: _Context) -> tuple[bool | None, str]:
     try:
         message, finish = _first(ctx.chat(GREETING_PROMPT, tools=[BASH_TOOL], tool_choice="required"))
     except openai.InternalServerError as exc:
-        if "--jinja" in str(exc):  # 不接受任何 tools 的旧 llama-server：和 tool_choice 无关，照出错处理
+        if "--jinja" in str(exc) or exc.status_code != 500:
+            # 不接受任何 tools 的旧 llama-server，或者 502/503/504 这类整台服务的故障：和 tool_choice 无关，照出错处理
             raise
         words = _clip((exc.body or {}).get("message") if isinstance(exc.body, dict) else "", 60) or "（空）"
         return False, (f"只因为写了 tool_choice=\"required\"，服务就回了 HTTP {exc.status_code}（原话：{words}）："
@@ -439,6 +442,8 @@ def _stream_deltas(ctx: _Context) -> tuple[bool | None, str]:
     result = accumulate(chunks)  # 没有 finish_reason 时抛出 EndpointError
     calls = result["message"].get("tool_calls") or []
     if not deltas or not calls:
+        if ctx.tool_reply is None:  # 非流式也从没调用过工具：问题在前面，不在流式
+            raise _Blocked(_TOOL_ROWS, f"收到 {len(chunks)} 块，没有工具调用；非流式的请求也没有拿到过。")
         return False, f"收到 {len(chunks)} 块，没有一块带 tool_calls 增量。"
     first = deltas[0]
     if first.index is None or not first.id or not (first.function and first.function.name):
