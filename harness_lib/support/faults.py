@@ -72,7 +72,9 @@ FLAKY_EVERY = 3  # “时好时坏”故障每几个请求失败一次
 CONTEXT_LIMIT = 1024  # “上下文超长”故障的模型能读多少 token（真实模型是几万到上百万）
 REASONING_TOKENS = 600  # “思考模式”故障每次先写多少 token 的思维链
 MODELS = {  # GET /models 列出的名字：unknown_model 照 DeepSeek 现在的名单，其余只有假模型
-    "unknown_model": ["deepseek-v4-flash", "deepseek-v4-pro"],
+    # DeepSeek 模型与价格页（https://api-docs.deepseek.com/zh-cn/quick_start/pricing，核对日期 2026-12-01）：
+    # 推荐 deepseek-flash，deepseek-v4-flash、deepseek-v4-pro 仍可调用；和 clients.py 的预设一致
+    "unknown_model": ["deepseek-flash", "deepseek-v4-flash", "deepseek-v4-pro"],
 }
 
 # 服务商的原话（错误体的形状），每条写明出处和核对日期。
@@ -80,8 +82,7 @@ PROVIDER_BODIES = {
     # DeepSeek API：不存在或已下线的模型名 → HTTP 400，错误体如下（不是 404 model_not_found）。
     # 出处（公开 issue 里贴出的原始响应）：https://github.com/langbot-app/LangBot/issues/1643（2025-09-02）、
     # https://github.com/deepwn/addi/issues/13（2026-03-30，模型名 deepseek-chat）。核对日期 2026-12-01。
-    # 现在的模型名 deepseek-v4-flash / deepseek-v4-pro：DeepSeek 思考模式文档与腾讯云 TokenHub 的 DeepSeek 调用指南
-    # （https://cloud.tencent.com/document/product/1823/132248，2026-05-28 更新）。预设里的名字以 clients.py 为准。
+    # 现在的模型名见上面的 MODELS；预设里的名字以 clients.py 为准。
     "unknown_model": {"message": "Model Not Exist", "type": "invalid_request_error", "param": None,
                       "code": "invalid_request_error"},
     # DeepSeek API：上下文超长 → HTTP 400，原话把 messages 和 max_tokens（completion）加在一起算。
