@@ -177,3 +177,11 @@ def test_the_default_fake_that_stood_in_is_labelled_on_the_next_step(capsys):
     assert capsys.readouterr().out.startswith("【脚本示范】这次：")
     ask_model(FakeClient(), model="fake-agent-1", messages=ASK)
     assert capsys.readouterr().out.startswith("这次："), "自己选的默认假模型不是替身"
+
+
+@pytest.mark.parametrize("fault, kind", [("no_choices", "no_choices"), ("html", "bad_response")])
+def test_a_reply_without_a_message_gets_the_projects_explanation(fault, kind, fault_server, capsys):
+    """HTTP 200 却没有助手消息（choices 为空、回的是网页）：和 call_model 同一种说明，接着【脚本示范】。"""
+    step = ask_model(real(fault_server.url(fault)), model="m", messages=ASK)
+    assert step.scripted and step.live is None and step.error.kind == kind
+    assert "这次：端点没有给出回复" in capsys.readouterr().out

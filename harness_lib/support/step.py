@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import openai
 
-from .errors import EndpointError, from_sdk
+from .errors import EndpointError, call_model, from_sdk
 from .fake import FakeClient
 from .secrets import redact
 
@@ -171,7 +171,7 @@ def _is_stand_in(client: Any) -> bool:
 
 
 def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
-    """调一次 `client.chat.completions.create(**kwargs)`，不管回来什么都返回一个 `Step`。
+    """调一次 `client.chat.completions.create(**kwargs)`（经 `errors.call_model`），不管回来什么都返回一个 `Step`。
 
     `want` 是这一步要的回复形状：`None`（什么都行，只有端点出错才换）、`"text"`、`"tools"`、
     `"bash"`，或者一个收助手消息、返回真假的函数。没出现时，用脚本模式的假模型回答同一个请求：
@@ -184,11 +184,8 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     said: list[str] = []
     live = response = error = None
     try:
-        response = client.chat.completions.create(**kwargs)
-        choices = getattr(response, "choices", None)
-        if isinstance(response, str) or not choices or getattr(choices[0], "message", None) is None:
-            raise EndpointError("no_choices", "回复里没有可用的助手消息（choices 为空，或者不是 JSON）。")
-        live = choices[0].message
+        response = call_model(client, **kwargs)  # 回复不是 JSON、没有 choices，它也抛 EndpointError
+        live = response.choices[0].message
         said.append(label + "这次：模型" + describe_reply(live) + "。")
     except (openai.APIError, EndpointError, json.JSONDecodeError, UnicodeError) as exc:
         error = exc if isinstance(exc, EndpointError) else from_sdk(exc, getattr(client, "api_key", None))
