@@ -72,6 +72,14 @@ def use_endpoint(switch, base_url, model="fake-agent-1"):
     switch.model_text.value = model
 
 
+def connect_with_right_key(server, model="fake-agent-1"):
+    """学习者选好本地端点、填对密钥、点「测试连接」：返回状态行的文字。"""
+    sw = model_switch(environ={})
+    use_endpoint(sw, server.base_url, model=model)
+    type_key(sw, "right-key-0123456789")
+    return sw.test_connection()
+
+
 # ---------------------------------------------------------------------------
 # 默认状态与预设
 # ---------------------------------------------------------------------------
@@ -193,38 +201,26 @@ def test_wrong_key_reports_401_without_the_key(server):
 
 
 def test_right_key_reports_ok_with_model(server):
-    sw = model_switch(environ={})
-    use_endpoint(sw, server.base_url)
-    type_key(sw, "right-key-0123456789")
-    text = sw.test_connection()
+    text = connect_with_right_key(server)
     assert text.startswith("✅") and "fake-agent-1" in text
     assert not leaks(text, "right-key-0123456789")
 
 
 def test_unknown_model_reports_404_and_suggests_listed_models(server):
-    sw = model_switch(environ={})
-    use_endpoint(sw, server.base_url, model="no-such-model")
-    type_key(sw, "right-key-0123456789")
-    text = sw.test_connection()
+    text = connect_with_right_key(server, model="no-such-model")
     assert text.startswith("❌") and "找不到这个模型（HTTP 404）" in text and "no-such-model" in text
     assert "相近的有：fake-agent-1" in text, "从 /v1/models 的名单里建议最像的名字"
     assert not leaks(text, "right-key-0123456789")
 
 
 def test_connection_says_the_model_is_listed(server):
-    sw = model_switch(environ={})
-    use_endpoint(sw, server.base_url, model="fake-agent-1")
-    type_key(sw, "right-key-0123456789")
-    text = sw.test_connection()
+    text = connect_with_right_key(server, model="fake-agent-1")
     assert text.startswith("✅") and "模型 fake-agent-1 在服务商列出的 1 个模型里" in text
 
 
 def test_connection_notes_a_working_name_that_is_not_listed(server):
     """本地端点接受任何 fake 开头的名字，/v1/models 却只列 fake-agent-1：请求成功，说明里讲清楚。"""
-    sw = model_switch(environ={})
-    use_endpoint(sw, server.base_url, model="fake-talk-only")
-    type_key(sw, "right-key-0123456789")
-    text = sw.test_connection()
+    text = connect_with_right_key(server, model="fake-talk-only")
     assert text.startswith("✅") and "没有 fake-talk-only" in text and "列表以外的名字" in text
 
 

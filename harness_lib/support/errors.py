@@ -136,18 +136,22 @@ class Says:
         return f"Says({words}{codes}, status={self.status})" if self.status else f"Says({words}{codes})"
 
 
-def _body_code(exc) -> str:
-    """错误体里的 `code`（小写字符串）；没有就是空的。硅基流动把它放在顶层，别家放在 `error` 里。"""
+def _error_object(exc):
+    """错误体里说明错误的那一层：有 `error` 键就是它（多数服务商），没有就是整个错误体（硅基流动）。"""
     body = getattr(exc, "body", None)
-    inner = body.get("error", body) if isinstance(body, dict) else None
+    return body.get("error", body) if isinstance(body, dict) else body
+
+
+def _body_code(exc) -> str:
+    """错误体里的 `code`（小写字符串）；没有就是空的。"""
+    inner = _error_object(exc)
     code = inner.get("code") if isinstance(inner, dict) else None
     return "" if code is None else str(code).strip().lower()
 
 
 def _body_text(exc) -> str:
     """错误体里能说明原因的文字：code、type、message，还有异常自己的消息。"""
-    body = getattr(exc, "body", None)
-    inner = body.get("error", body) if isinstance(body, dict) else body
+    inner = _error_object(exc)
     parts = [str(getattr(exc, "message", "") or "")]
     if isinstance(inner, dict):
         parts += [str(inner.get(k) or "") for k in ("code", "type", "message")]

@@ -105,13 +105,11 @@ def check_model(client, model: str, *, timeout: float = 15, key=None) -> ModelCh
     try:
         page = client.with_options(max_retries=0, timeout=timeout).models.list()
         available = [m.id for m in page.data] if hasattr(page, "data") else [m.id for m in page]
-    except openai.APIStatusError as exc:
-        if exc.status_code in NO_MODELS_STATUS:
+    except Exception as exc:  # noqa: BLE001  密钥不对、连不上、超时、回来的不是 JSON……
+        if isinstance(exc, openai.APIStatusError) and exc.status_code in NO_MODELS_STATUS:
             return ModelCheck(model, None, text=(
                 f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。这不算错，"
                 "模型名对不对，要看下面那次请求。"))
-        return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
-    except Exception as exc:  # noqa: BLE001  连不上、超时、回来的不是 JSON……
         return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
     if model in available:
         return ModelCheck(model, True, available, text=f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
