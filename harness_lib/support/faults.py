@@ -39,7 +39,7 @@ import httpx2
 from .endpoint import LocalServer, serve
 from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel, _prompt_tokens
 from .net import closed_port_url, free_port, is_loopback
-from .wire import Rejected, json_response, sse_response
+from .wire import Rejected, json_response, sse_response, with_body
 
 __all__ = ["CONTEXT_LIMIT", "FAULTS", "MODELS", "PROVIDER_BODIES", "REASONING_TOKENS", "FaultHandler", "FaultServer",
            "closed_port_url", "free_port", "start_fault_server"]
@@ -156,12 +156,11 @@ class FaultHandler:
         if not isinstance(body, dict):
             body = {}
         messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
         row = {
             "故障": fault,
             "第几次尝试": int(request.headers.get("x-stainless-retry-count") or 0) + 1,
             "消息条数": len(messages),
-            "请求里的 token（估算）": _estimate(messages, tools),
+            "请求里的 token（估算）": _estimate(body),
         }
         with self.lock:
             self.hits[fault] += 1
@@ -244,9 +243,7 @@ class FaultHandler:
         return json_response(400, {"error": dict(error)})
 
     def _context_length(self, request: httpx2.Request, body: dict) -> httpx2.Response:
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
-        prompt = _estimate(messages, tools)
+        prompt = _estimate(body)
         completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
         if prompt + completion <= CONTEXT_LIMIT:
             return self.ok(request)
@@ -262,7 +259,9 @@ class FaultHandler:
         if isinstance(thinking, dict) and thinking.get("type") == "disabled":
             return self.ok(request)  # 关掉思考模式：和普通模型一样
         limit = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
-        answer = json.loads(self.ok(_without_max_tokens(request, body)).content)
+        # 先去掉 max_tokens 拿到完整的回答，再按思维链用掉的份额截断
+        unlimited = {k: v for k, v in body.items() if k not in ("max_tokens", "max_completion_tokens")}
+        answer = json.loads(self.ok(with_body(request, unlimited)).content)
         choice = answer["choices"][0]
         message = dict(choice["message"])
         usage = dict(answer["usage"])
@@ -294,19 +293,14 @@ class FaultHandler:
         return sse_response(chunks, done=False, headers={"connection": "close"})
 
 
-def _estimate(messages: list, tools: list) -> int:
-    """请求里的 token 数，用假模型同样的粗略算法（一个汉字约一个 token）；请求形状不对时是 0。"""
+def _estimate(body: dict) -> int:
+    """请求体里 messages 和 tools 的 token 数，用假模型同样的粗略算法（一个汉字约一个 token）；形状不对时是 0。"""
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
     try:
         return _prompt_tokens([m for m in messages if isinstance(m, dict)], tools)
     except (KeyError, TypeError, AttributeError):
         return 0
-
-
-def _without_max_tokens(request: httpx2.Request, body: dict) -> httpx2.Request:
-    """同一个请求，去掉 max_tokens：先拿到完整的回答，再按思维链用掉的份额截断。"""
-    rest = {k: v for k, v in body.items() if k not in ("max_tokens", "max_completion_tokens")}
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host")}
-    return httpx2.Request(request.method, request.url, headers=headers, content=json.dumps(rest).encode("utf-8"))
 
 
 class FaultServer:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from .endpoint import LocalServer, serve
 from .fake import CREATED, FakeClient, FakeHandler, FakeModel
-from .wire import OfflineHTTP, Rejected, json_response, route, sse_response
+from .wire import OfflineHTTP, Rejected, json_response, route, sse_response, with_body
 
 __all__ = [
     "AS_OF",
@@ -436,12 +436,6 @@ def _chunks(quirk: str, completion: dict, include_usage: bool) -> list[dict]:
     return chunks
 
 
-def _with_body(request: httpx2.Request, body: dict) -> httpx2.Request:
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host")}
-    return httpx2.Request(request.method, request.url, headers=headers,
-                          content=json.dumps(body, ensure_ascii=False).encode("utf-8"))
-
-
 class QuirkHandler:
     """处理函数的包装：按一种怪脾气检查请求、改写回复。
 
@@ -480,7 +474,7 @@ class QuirkHandler:
         options = body.get("stream_options")
         include_usage = stream and isinstance(options, dict) and bool(options.get("include_usage"))
         plain = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        answer = self.inner(_with_body(request, plain))
+        answer = self.inner(with_body(request, plain))
         if answer.status_code != 200:
             return answer
         completion = _rewrite(quirk, json.loads(answer.read()), body)

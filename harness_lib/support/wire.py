@@ -38,6 +38,7 @@ __all__ = [
     "offline_http",
     "route",
     "sse_response",
+    "with_body",
 ]
 
 # .invalid 是保留的顶级域名，永远解析不到：离线客户端的请求不可能意外走上网络
@@ -73,6 +74,13 @@ def json_response(status: int, payload: Any, headers: dict | None = None) -> htt
     data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     return httpx2.Response(status, content=data,
                            headers={"content-type": "application/json", **(headers or {})})
+
+
+def with_body(request: httpx2.Request, body: dict) -> httpx2.Request:
+    """同一个请求（方法、地址、请求头），换一个 JSON 请求体：处理函数改写请求后，交给下一个处理函数。"""
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length", "host")}
+    return httpx2.Request(request.method, request.url, headers=headers,
+                          content=json.dumps(body, ensure_ascii=False).encode("utf-8"))
 
 
 def _events(chunks: Iterable[dict], done: bool) -> Iterator[bytes]:
