@@ -552,9 +552,12 @@ def _error_kind(exc: BaseException) -> str:
     return exc.kind if isinstance(exc, EndpointError) else classify(exc).kind
 
 
-def _error_hint(exc: BaseException, name: str, timeout: float) -> str:
-    """一项第一次出这个错时的办法：按错误本身说；只有请求本身被拒的，才用这一项检查自己的办法。"""
-    if "--jinja" in str(exc) or "--jinja" in explain_error(exc):
+def _error_hint(exc: BaseException, text: str, name: str, timeout: float) -> str:
+    """一项第一次出这个错时的办法：按错误本身说；只有请求本身被拒的，才用这一项检查自己的办法。
+
+    `text` 是这一行已经写好的中文说明（`_describe` 的结果），服务器原话也在里面。
+    """
+    if "--jinja" in str(exc) or "--jinja" in text:
         return _JINJA_HINT
     kind = _error_kind(exc)
     if kind in ERROR_HINTS:
@@ -597,7 +600,7 @@ def probe(client, model, *, timeout=30.0, max_tokens=128):
                 roots[number] = errors[text]
             else:
                 detail = f"出错：{text}"
-                hint = _error_hint(exc, name, timeout)
+                hint = _error_hint(exc, text, name, timeout)
                 errors[text] = number
         mark = OK if ok else (INFO if ok is None else FAIL)
         rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if mark != OK else ""})
