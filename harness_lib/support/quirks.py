@@ -27,7 +27,7 @@ import httpx2
 import pandas as pd
 
 from .endpoint import LocalServer, serve
-from .fake import CREATED, FakeClient, FakeHandler, FakeModel
+from .fake import FakeClient, FakeHandler, FakeModel
 from .wire import OfflineHTTP, Rejected, json_response, route, sse_response, with_body
 
 __all__ = [
