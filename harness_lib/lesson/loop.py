@@ -3,7 +3,7 @@
 每个名字由哪本笔记本定义：
 
 - `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
-- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
+- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`execute_tool_call`、`layer_of`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
 - `agent_loop`、`NOT_EXECUTED`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的第几格（从 0 数起）。
@@ -98,6 +98,17 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         return f"错误（执行授权失败）：{exc}"
     except Exception as exc:
         return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
+
+
+# %% notebooks/04_failure_paths.ipynb 第 17 格
+def layer_of(content):
+    """按工具消息的开头判断层次；None 表示没有工具消息。"""
+    if content is None:
+        return "循环结束条件"
+    if content.startswith("错误（"):  # execute_tool_call 写的：错误（层次名）：……
+        return content[len("错误（"):content.index("）")]
+    notes = ("[超时", "[退出码", "[被信号")  # run_bash 不抛异常，把超时和非零退出码写成附注
+    return "工具结果失败" if any(note in content for note in notes) else "（成功）"
 
 
 # %% notebooks/05_limits.ipynb 第 15 格
