@@ -68,31 +68,8 @@ def median(values) -> float:
 
 
 def lib_module(name: str) -> types.ModuleType:
-    """导入 `harness_lib.<name>`。
-
-    正常情况下就是普通的导入。包的 `__init__.py` 会把所有模块一起导入；
-    如果其中某个模块暂时缺失或出错，这里退一步：只把 `harness_lib` 当作一个
-    目录（不执行 `__init__.py`），单独导入要测的那个模块。
-    """
-    try:
-        return importlib.import_module(f"harness_lib.{name}")
-    except ImportError:
-        pkg = sys.modules.get("harness_lib")
-        if pkg is None or not hasattr(pkg, "__path__"):
-            pkg = types.ModuleType("harness_lib")
-            pkg.__path__ = [str(LIB_DIR)]
-            sys.modules["harness_lib"] = pkg
-        return importlib.import_module(f"harness_lib.{name}")
-
-
-# 子进程里只加载 harness_lib/support/runner.py（只用标准库），不执行包的 __init__.py：
-# 峰值内存量的是执行器本身，而不是顺带导入的 pandas、openai。
-CHILD_PRELUDE = f"""
-import sys, types
-_pkg = types.ModuleType("harness_lib")
-_pkg.__path__ = [{str(LIB_DIR)!r}]
-sys.modules["harness_lib"] = _pkg
-"""
+    """导入 `harness_lib.<name>`。包的根用到才加载（见 harness_lib/__init__.py），所以只会带进这个模块要的东西。"""
+    return importlib.import_module(f"harness_lib.{name}")
 
 
 # ---------------------------------------------------------------------------

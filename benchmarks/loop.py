@@ -5,7 +5,7 @@
 - 假模型直连：`agent_loop` + 脚本模式的 `FakeClient`（每次 20 轮工具调用再加一条回答），
   处理函数是什么都不做的 `{"bash": lambda args: "ok"}`，所以量到的只有循环和假模型本身；
 - 本地 HTTP 端点：真正的 `openai.OpenAI(base_url=..., max_retries=0)` 连到
-  `harness_lib.support.endpoint.start_server()`，默认策略下一次循环正好两轮。
+  `harness_lib.models.server.start_server()`，默认策略下一次循环正好两轮。
 
 “单独 create()”用循环实际发出的同一串请求重放一遍，所以
 执行框架自己的那部分 = 循环每轮用时 − 单独 create() 每次用时。
@@ -60,7 +60,7 @@ def _noop_handlers():
 
 def _fake_loop(fake, loop, turns: int, reps: int) -> tuple[float, float, float]:
     """脚本模式的假模型跑 `turns` 轮工具调用再加一条回答：返回（每轮用时、单独 create、差值），毫秒。"""
-    script = [fake.tool_reply(fake.tool_call("bash", {"command": f"echo {i}"}))
+    script = [fake.tool_reply(fake.scripted_call("bash", {"command": f"echo {i}"}))
               for i in range(turns)] + [fake.text_reply("做完了。")]
     question = [{"role": "user", "content": f"把 0 到 {turns - 1} 依次 echo 一遍"}]
 
@@ -97,7 +97,7 @@ def _fake_loop(fake, loop, turns: int, reps: int) -> tuple[float, float, float]:
 
 
 def fake_direct(quick: bool) -> list[Figure]:
-    fake = lib_module("support.fake")
+    fake = lib_module("models.fake")
     loop = lib_module("lesson.loop")
     reps = 10 if quick else 60
     short_loop, short_bare, short_diff = _fake_loop(fake, loop, 1, reps * 4)
@@ -121,9 +121,9 @@ def fake_direct(quick: bool) -> list[Figure]:
 def over_http(quick: bool) -> list[Figure]:
     import openai
 
-    fake = lib_module("support.fake")
+    fake = lib_module("models.fake")
     loop = lib_module("lesson.loop")
-    server_mod = lib_module("support.endpoint")
+    server_mod = lib_module("models.server")
     reps = 30 if quick else 300
     question = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
     server = server_mod.start_server("127.0.0.1", port=0)

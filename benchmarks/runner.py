@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .common import CHILD_PRELUDE, Figure, median
-from harness_lib.support.clients import learner_environment
+from .common import Figure, median
+from harness_lib.ui.clients import learner_environment
 
 GROUP = "runner 执行器"
 MB = 1_000_000
@@ -39,11 +39,12 @@ def naive_run_bash(command: str) -> str:
 
 
 # 子进程里执行的代码：只做一次运行，打印用时和自己的峰值内存（KiB）。
-_CHILD = CHILD_PRELUDE + """
-import json, os, resource, subprocess, time
+# 包的根用到才加载，导入执行器只带进 runner 和 secrets（都只用标准库）。
+_CHILD = """
+import json, os, resource, subprocess, sys, time
 mode, command = os.environ["BENCH_MODE"], os.environ["BENCH_CMD"]
 if mode == "run_bash":
-    from harness_lib.support.runner import run_bash
+    from harness_lib.safety.runner import run_bash
     def run(command):
         return run_bash(command, timeout=float(os.environ.get("BENCH_TIMEOUT", "120")))
 elif mode == "naive":
@@ -53,7 +54,7 @@ elif mode == "cat":
     def run(command):
         return subprocess.run(["bash", "-c", command + " | cat > /dev/null"]).returncode
 else:  # baseline：导入执行器后什么都不做
-    from harness_lib.support.runner import run_bash
+    from harness_lib.safety.runner import run_bash
     def run(command):
         return None
 start = time.monotonic()

@@ -70,7 +70,7 @@ def _shell_with_json_publisher():
 
 
 def run(quick: bool) -> list[Figure]:
-    view = lib_module("support.view")
+    view = lib_module("ui.view")
     shell = _shell_with_json_publisher()
     figs: list[Figure] = []
     for n in SIZES:

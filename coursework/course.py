@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from harness_lib.support.clients import learner_environment
+from harness_lib.ui.clients import learner_environment
 
 try:
     import nbformat

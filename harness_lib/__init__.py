@@ -1,92 +1,67 @@
-"""智能体循环教学笔记本的共享辅助库。
+"""智能体循环教学笔记本的共享辅助库。笔记本只从这里（和 `harness_lib.lesson`）导入。
 
-这里只做再导出，外加一件事：在 Jupyter 里导入时，让没被接住的 openai SDK 异常先显示一句中文说明
-（`harness_lib.support.errors.explain_uncaught_errors`），原来的调用栈照样显示在下面。
-每个模块的文档字符串说明它放的是什么、由哪一本笔记本讲过。
+两层：
+- 课程层 `harness_lib.lesson`：笔记本里一格一格搭出来的循环和工具，由标了 `# harness_lib: save` 的格子生成；
+- 支撑层，按用途分三个文件夹，各有一页 README：
+  - `models`：模型的替身和线路（HTTP 接缝、假模型、故障、怪脾气、录制回放、本机端点、错误说明、流式拼接）；
+  - `safety`：保护学习者的部分（执行命令、密钥打码、只读白名单、审批、可信的客户端、作业检查）；
+  - `ui`：笔记本里看得见的部分（模型切换器、服务商预设、消息表、端点探测、每一步的模型调用）。
+
+下面的名字用到时才导入它所在的模块（PEP 562 的模块级 `__getattr__`）：`import harness_lib.lesson.loop`
+只加载循环真正用到的几个模块，不会带进 IPython、pandas、ipywidgets、假模型或本机端点。
 """
 
-from .support.runner import BASH_TOOL, run_bash
-from .support.fake import CutStreamClient, FakeClient, check_request, text_reply, tool_call, tool_reply
-from .support.view import MessagesView, messages_frame, show_messages
-from .support.switch import ModelSwitch, model_switch
-from .support.clients import client_from_env
-from .support.endpoint import start_server
-from .lesson.loop import (
-    HANDLERS,
-    SYSTEM,
-    TOOLS,
-    ToolDenied,
-    ToolInputError,
-    agent_loop,
-    bash_handler,
-    check_transcript,
-    execute_tool_call,
-    parse_arguments,
-)
-from .lesson.tools import ToolFailed, ToolRegistry, Workspace, make_file_tools
-from .support.errors import EndpointError, call_model, from_sdk
-from .support.step import MAX_TOKENS, ask_model, run_loop
-from .support.streaming import accumulate, collect_stream, live_preview, stream_turn
-from .lesson.stream import agent_loop_stream
-from .support.probe import probe
-from .support.record import Recorder, ReplayClient, ReplayMismatchError
-from .support import approval
-from .support.approval import Verdict, check_allowlist, decide, gate, guard, trusted
+from importlib import import_module
 
-__all__ = [
-    "BASH_TOOL",
-    "run_bash",
-    "FakeClient",
-    "check_request",
-    "text_reply",
-    "tool_call",
-    "tool_reply",
-    "MessagesView",
-    "messages_frame",
-    "show_messages",
-    "ModelSwitch",
-    "client_from_env",
-    "model_switch",
-    "start_server",
-    "HANDLERS",
-    "SYSTEM",
-    "TOOLS",
-    "ToolDenied",
-    "ToolInputError",
-    "agent_loop",
-    "bash_handler",
-    "check_transcript",
-    "execute_tool_call",
-    "parse_arguments",
-    "ToolFailed",
-    "ToolRegistry",
-    "Workspace",
-    "make_file_tools",
-    "EndpointError",
-    "MAX_TOKENS",
-    "ask_model",
-    "run_loop",
-    "call_model",
-    "collect_stream",
-    "from_sdk",
-    "CutStreamClient",
-    "accumulate",
-    "agent_loop_stream",
-    "live_preview",
-    "stream_turn",
-    "probe",
-    "Recorder",
-    "ReplayClient",
-    "ReplayMismatchError",
-    "approval",
-    "Verdict",
-    "check_allowlist",
-    "decide",
-    "gate",
-    "guard",
-    "trusted",
-]
+# 公开的名字 → 定义它的模块（相对 harness_lib）
+_PUBLIC = {
+    # 课程层（03–06、08 搭出来的）
+    **dict.fromkeys(["SYSTEM", "TOOLS", "HANDLERS", "BLOCKED_SNIPPETS", "NOT_EXECUTED", "ToolInputError",
+                     "ToolDenied", "parse_arguments", "bash_handler", "execute_tool_call", "layer_of",
+                     "agent_loop", "check_transcript"], "lesson.loop"),
+    **dict.fromkeys(["ToolFailed", "ToolRegistry", "Workspace", "make_file_tools", "string_arg"], "lesson.tools"),
+    "agent_loop_stream": "lesson.stream",
+    # models：替身、线路与错误
+    **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
+    **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
+    **dict.fromkeys(["check_request", "as_dict"], "models.checks"),
+    "api_error": "models.wire",
+    "start_server": "models.server",
+    **dict.fromkeys(["MAX_TOKENS", "EndpointError", "ERROR_TABLE", "RETRY_POLICY", "call_model", "classify",
+                     "explain_error", "from_sdk"], "models.errors"),
+    **dict.fromkeys(["accumulate", "collect_stream", "live_preview", "stream_turn"], "models.streaming"),
+    **dict.fromkeys(["CONTEXT_LIMIT", "FAULTS", "closed_port_url", "start_fault_server"], "models.faults"),
+    **dict.fromkeys(["QUIRKS", "FLAGGED", "QuirkClient", "naive_loop", "naive_stream",
+                     "start_quirk_server"], "models.quirks"),
+    **dict.fromkeys(["Recorder", "ReplayClient", "ReplayMismatchError", "load_calls"], "models.record"),
+    # safety：执行、审批、作业检查
+    **dict.fromkeys(["BASH_TOOL", "run_bash", "demo_workspace", "list_py_command"], "safety.runner"),
+    **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.watch"),
+    **dict.fromkeys(["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "Verdict", "check_allowlist"], "safety.allowlist"),
+    **dict.fromkeys(["guard", "decide", "describe", "parse_answer", "policy_from_env"], "safety.approval"),
+    "trusted": "safety.trust",
+    **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
+    # ui：看得见的部分
+    **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
+    "client_from_env": "ui.clients",
+    **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
+    **dict.fromkeys(["IMPACT", "probe", "probe_verdict", "quirk_table"], "ui.probe"),
+    **dict.fromkeys(["ask_model", "run_loop"], "ui.step"),
+}
+_ROLES = ("lesson", "models", "safety", "ui")
 
-from .support.errors import explain_uncaught_errors as _explain_uncaught_errors
+__all__ = sorted(_PUBLIC)
 
-_explain_uncaught_errors()
+
+def __getattr__(name):
+    if name in _ROLES:
+        return import_module(f".{name}", __name__)
+    if name not in _PUBLIC:
+        raise AttributeError(f"harness_lib 里没有 {name!r}；公开的名字见 harness_lib.__all__")
+    value = getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value  # 第二次直接取，不再查表
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_PUBLIC, *_ROLES})

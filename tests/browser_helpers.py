@@ -26,8 +26,8 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from harness_lib.support.clients import learner_environment
-from harness_lib.support.net import free_port
+from harness_lib.ui.clients import learner_environment
+from harness_lib.models.net import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 # Debian 的 Chromium；--disable-background-networking 等几项关掉它自己的后台联网（更新、同步、组件下载），

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from harness_lib.support.faults import start_fault_server
-from harness_lib.support.runner import demo_workspace
+from harness_lib.models.faults import start_fault_server
+from harness_lib.safety.runner import demo_workspace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -26,7 +26,7 @@ def key_leaks(text, key, n=6):
 
 @pytest.fixture(scope="module")
 def fault_server():
-    """本机故障服务器（harness_lib.support.faults），一个测试文件共用一台；数请求前先 `reset()`。"""
+    """本机故障服务器（harness_lib.models.faults），一个测试文件共用一台；数请求前先 `reset()`。"""
     with start_fault_server(delay=5) as srv:
         yield srv
 

@@ -1,4 +1,4 @@
-"""`harness_lib/support/approval.py` 的测试：谁可信、guard 包住分发表、三种选择、白名单、无头退回、环境变量策略。
+"""`harness_lib/safety/approval.py` 的测试：谁可信、guard 包住分发表、三种选择、白名单、无头退回、环境变量策略。
 
 命令都是真实子进程，文件工具用的是 `make_file_tools` 的真处理函数，都在 tmp_path 里运行；
 “有没有启动进程”“文件有没有变”都在磁盘上检查。
@@ -30,25 +30,24 @@ from harness_lib import (
     run_bash,
     start_server,
     text_reply,
-    tool_call,
+    scripted_call,
     tool_reply,
 )
-from harness_lib.support import approval
-from harness_lib.support import runner
-from harness_lib.support.approval import (
+from harness_lib.safety import approval
+from harness_lib.safety import runner
+from harness_lib.safety.approval import (
     DENIED_PREFIX,
     Guarded,
     Verdict,
     check_allowlist,
     decide,
     describe,
-    gate,
     guard,
     parse_answer,
     policy_from_env,
     trusted,
 )
-from harness_lib.support.clients import learner_environment
+from harness_lib.ui.clients import learner_environment
 
 NOWHERE = "http://127.0.0.1:9/v1"  # discard 端口：没有任何服务，也不会真的发请求
 REAL_ENV = {"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789", "HARNESS_MODEL": "qwen-plus",
@@ -218,7 +217,7 @@ def test_approval_does_not_import_the_lesson_layer():
 def test_guard_leaves_the_fake_alone(tmp_path, files):
     assert guard(files, FakeClient(), ask=nobody_may_ask) is files
     assert guard(files, FakeClient(), "auto", ask=nobody_may_ask) is files
-    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
+    script = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
     messages = [{"role": "user", "content": "建一个文件"}]
     agent_loop(messages, client=script, model="scripted", handlers=guard(HANDLERS, script, ask=nobody_may_ask))
     assert (tmp_path / "marker.txt").exists()
@@ -290,7 +289,7 @@ def test_a_denied_command_never_starts_a_process(tmp_path, files, plain_client, 
     """真实子进程：这条命令一旦启动就会建出文件；被拒绝时文件不在，Popen 一次也没被调用。"""
     command = "python3 -c \"open('started.txt', 'w').close()\" || touch started.txt"
     for gated in (guard(files, plain_client), guard(files, plain_client, "deny"),
-                  guard(files, plain_client, ask=answers("n 不行")), gate(files, "allowlist")):
+                  guard(files, plain_client, ask=answers("n 不行")), guard(files, None, "allowlist")):
         assert execute_tool_call(bash_call(command), gated).startswith(DENIED_PREFIX)
     assert popen_count.started == 0 and not (tmp_path / "started.txt").exists()
     execute_tool_call(bash_call(command), guard(files, plain_client, ask=answers("y")))
@@ -409,18 +408,18 @@ def test_explicit_bad_policy_is_a_programming_error(plain_client):
     with pytest.raises(ValueError):
         guard(HANDLERS, plain_client, "sometimes")
     with pytest.raises(ValueError):
-        gate(HANDLERS, "sometimes")
+        guard(HANDLERS, None, "sometimes")
 
 
 def test_guarding_a_guarded_table_returns_it_unchanged(files, plain_client):
     gated = guard(files, plain_client, "allowlist")
     assert guard(gated, plain_client) is gated and guard(gated, FakeClient()) is gated
-    assert gate(gated, "allow") is gated  # 策略在第一次包的时候就定下了
+    assert guard(gated, None, "allow") is gated  # 策略在第一次包的时候就定下了
 
 
 def _recorded_run(tmp_path):
     """录一次脚本假模型的运行（模型要建 marker.txt），返回录像文件。"""
-    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
+    script = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
     recorder = Recorder(script)
     agent_loop([{"role": "user", "content": "建一个文件"}], client=recorder, model="scripted")
     return recorder.save(tmp_path / "run.jsonl")
@@ -441,12 +440,12 @@ def test_agent_loop_guards_a_replay_and_asks_only_once(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# gate：不看客户端，一律按不可信处理
+# guard(handlers, None, ...)：不看客户端，一律按不可信处理
 # ---------------------------------------------------------------------------
 
 
 def test_gate_is_guard_without_a_client(tmp_path):
-    gated = gate(HANDLERS, "ask", ask=answers("n 不要建文件"))
+    gated = guard(HANDLERS, None, "ask", ask=answers("n 不要建文件"))
     assert isinstance(gated, Guarded) and gated.client is None
     text = execute_tool_call(bash_call("touch marker.txt"), gated)
     assert text == "错误（执行授权失败）：用户拒绝执行：不要建文件"
@@ -455,14 +454,14 @@ def test_gate_is_guard_without_a_client(tmp_path):
 
 
 def test_gate_with_the_handler_blacklist_still_in_place():
-    gated = gate(HANDLERS, "allow")
+    gated = guard(HANDLERS, None, "allow")
     assert execute_tool_call(bash_call("sudo ls"), gated).startswith("错误（执行授权失败）：命令里有被禁止的片段")
 
 
 def _scripted():
     return FakeClient(script=[
-        tool_reply(tool_call("bash", {"command": "echo 你好"})),
-        tool_reply(tool_call("bash", {"command": "touch marker.txt"})),
+        tool_reply(scripted_call("bash", {"command": "echo 你好"})),
+        tool_reply(scripted_call("bash", {"command": "touch marker.txt"})),
         text_reply("没有得到授权，文件没有创建。"),
     ])
 
@@ -471,7 +470,7 @@ def test_denial_reaches_the_model_and_the_loop_goes_on(tmp_path):
     client = _scripted()
     ask = answers("y", "n 不要建文件")
     messages = [{"role": "user", "content": "打个招呼，再建一个文件"}]
-    answer = agent_loop(messages, client=client, model="scripted", handlers=gate(HANDLERS, "ask", ask=ask))
+    answer = agent_loop(messages, client=client, model="scripted", handlers=guard(HANDLERS, None, "ask", ask=ask))
     assert answer == "没有得到授权，文件没有创建。"
     tools = [m for m in messages if m["role"] == "tool"]
     assert tools[0]["content"].strip() == "你好"
@@ -659,7 +658,7 @@ def test_headless_kernel_really_has_no_stdin(tmp_path):
     """在真正的内核里用 nbclient 跑一格：input() 拿不到标准输入，ask_stdin 返回 None，不会卡住。"""
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(
-        "from harness_lib.support import approval\n"
+        "from harness_lib.safety import approval\n"
         "print('答复是', approval.ask_stdin('rm a.txt'))\n"
         "print(approval.decide('rm a.txt', policy='ask').by)"
     ))

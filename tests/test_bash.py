@@ -1,4 +1,4 @@
-"""`harness_lib/support/runner.py` 的测试：全部用真实子进程。
+"""`harness_lib/safety/runner.py` 的测试：全部用真实子进程。
 
 只有“找不到 shell”一项把 shell 路径换成不存在的文件，其余都不替换任何东西。
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_lib.support import runner as bash
-from harness_lib.support.approval import check_allowlist
-from harness_lib.support.secrets import command_env, hidden_from_commands
+from harness_lib.safety import runner as bash
+from harness_lib.safety.approval import check_allowlist
+from harness_lib.safety.secrets import command_env, hidden_from_commands
 
 BASH_PY = Path(bash.__file__)
 run_bash = bash.run_bash
@@ -70,7 +70,7 @@ def appears(marker: str, wait: float = 1.0) -> bool:
 def child_argv(code: str) -> list[str]:
     """新 Python 进程的命令行：导入执行器模块（名为 b），再执行 code。"""
     prelude = textwrap.dedent("""
-        from harness_lib.support import runner as b
+        from harness_lib.safety import runner as b
     """)
     return [sys.executable, "-c", prelude + textwrap.dedent(code)]
 

@@ -40,7 +40,7 @@ NOTEBOOK7_KNOWN_ERRORS = [re.compile(r"Cannot read properties of undefined \(rea
 
 FAKE_LABEL = "假模型（离线）"
 REAL_LABEL = "真实端点"
-LOCAL_PRESET = "本项目的本地端点"  # harness_lib.support.clients 里 key 为 "local" 的预设
+LOCAL_PRESET = "本项目的本地端点"  # harness_lib.ui.clients 里 key 为 "local" 的预设
 
 
 # ---------------------------------------------------------------------------

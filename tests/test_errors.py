@@ -1,7 +1,7 @@
-"""错误分类表（harness_lib.support.errors）：说明、归类、SDK 的重试，三件事都查同一张表。
+"""错误分类表（harness_lib.models.errors）：说明、归类、SDK 的重试，三件事都查同一张表。
 
 - 表的每一行都有中文说明，而且排在前面的行不会把后面的行挡住；
-- `explain_error` 的中文说明、服务器原话和打码（`harness_lib.support.secrets.redact`）；
+- `explain_error` 的中文说明、服务器原话和打码（`harness_lib.safety.secrets.redact`）；
 - `from_sdk` 按表归类；
 - 表里的 `sdk_retries` 和真正的 openai SDK 一致：用真正的 `openai.OpenAI` 去碰本机故障服务器，
   数服务器收到几次请求。故障服务器没有的状态码（408、409、418、422）和连接失败，
@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 import pytest
 
 from conftest import key_leaks
-from harness_lib.support.errors import (
+from harness_lib.models.errors import (
     ERROR_TABLE,
     RETRY_POLICY,
     EndpointError,
@@ -27,11 +27,11 @@ from harness_lib.support.errors import (
     explain_error,
     from_sdk,
 )
-from harness_lib.support.fake import api_error
-from harness_lib.support.wire import json_response, offline_http
-from harness_lib.support.secrets import NO_KEY, redact
-from harness_lib.support.clients import learner_environment
-from harness_lib.support.net import closed_port_url
+from harness_lib.models.fake import api_error
+from harness_lib.models.wire import json_response, offline_http
+from harness_lib.safety.secrets import NO_KEY, redact
+from harness_lib.ui.clients import learner_environment
+from harness_lib.models.net import closed_port_url
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 MODEL = "fake-agent-1"
@@ -41,7 +41,7 @@ KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "
          "bad_response", "no_choices", "stream_cut", "bad_request", "other",
          "balance", "content_filter", "context_length", "request_shape", "stream_error"}  # EndpointError 文档里列的类别
 
-# 服务商的原话（出处见 harness_lib.support.quirks.QUIRKS 和各行的注释）
+# 服务商的原话（出处见 harness_lib.models.quirks.QUIRKS 和各行的注释）
 BALANCE = (402, "Insufficient Balance", "invalid_request_error")
 UNKNOWN_MODEL = (400, "Model Not Exist", "invalid_request_error")  # DeepSeek，出处见 errors.py 里那一行的注释
 INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
@@ -446,7 +446,7 @@ def test_error_codes_match_whole_codes_only():
 
 def test_unknown_model_over_http(fault_server):
     """故障服务器上 DeepSeek 说法的 “Model Not Exist”（若这个故障已经有了）：真正的 SDK、真正的 HTTP。"""
-    from harness_lib.support.faults import FAULTS
+    from harness_lib.models.faults import FAULTS
 
     if "unknown_model" not in FAULTS:
         pytest.skip("故障服务器还没有 unknown_model 这个故障")
@@ -476,7 +476,7 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
     """在真正的内核里：学习者自己写的 create() 出错、没有接住时，先显示中文说明，调用栈还在，密钥被抹掉。"""
     key = "sk-uncaught-" + "7f3a9c21e8b04d6f5a1c"
     cells = [
-        "import openai\nimport harness_lib",
+        "import openai\nfrom harness_lib import model_switch\nmodel_switch();",
         f"openai.OpenAI(base_url={closed_port_url()!r}, api_key='x', max_retries=0)"
         ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
         f"openai.OpenAI(base_url={fault_server.url('auth')!r}, api_key={key!r}, max_retries=0)"

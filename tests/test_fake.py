@@ -1,4 +1,4 @@
-"""离线假模型 harness_lib.support.fake 的单元测试：默认策略、脚本模式、请求检查、流式输出。"""
+"""离线假模型 harness_lib.models.fake 的单元测试：默认策略、脚本模式、请求检查、流式输出。"""
 
 import json
 import os
@@ -10,17 +10,17 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall,
 )
 
-from harness_lib.support.fake import (
+from harness_lib.models.fake import (
     FakeClient,
 
     ScriptExhaustedError,
     check_request,
     text_reply,
-    tool_call,
+    scripted_call,
     tool_reply,
 )
 
-from harness_lib.support.runner import BASH_TOOL  # noqa: E402
+from harness_lib.safety.runner import BASH_TOOL  # noqa: E402
 
 MODEL = "fake-agent-1"
 TOOLS = [BASH_TOOL]  # 与笔记本用的是同一个工具定义
@@ -80,7 +80,7 @@ def test_content_parts_are_read_too():
 
 
 def test_command_comes_from_bash_module_when_available():
-    bash = pytest.importorskip("harness_lib.support.runner")
+    bash = pytest.importorskip("harness_lib.safety.runner")
     response = ask(FakeClient(), [{"role": "user", "content": TASK}])
     assert command_of(response) == bash.list_py_command()
 
@@ -235,7 +235,7 @@ def test_model_list_and_repr():
 
 def test_script_replies_in_order():
     client = FakeClient(script=[
-        tool_call("bash", {"command": "ls *.py"}),
+        scripted_call("bash", {"command": "ls *.py"}),
         text_reply("完成了。"),
     ])
     assert client.script_remaining == 2
@@ -255,13 +255,13 @@ def test_script_replies_in_order():
 
 @pytest.mark.parametrize("raw", ['{"command": "ls"', "", "{}", '{"command": 42}'])
 def test_script_raw_arguments_pass_through(raw):
-    client = FakeClient(script=[tool_call("bash", raw)])
+    client = FakeClient(script=[scripted_call("bash", raw)])
     call = ask(client, [{"role": "user", "content": "x"}]).choices[0].message.tool_calls[0]
     assert call.function.arguments == raw
 
 
 def test_script_unknown_tool_name_and_non_ascii_arguments():
-    client = FakeClient(script=[tool_call("rm_everything", {"路径": "文件.txt"})])
+    client = FakeClient(script=[scripted_call("rm_everything", {"路径": "文件.txt"})])
     call = ask(client, [{"role": "user", "content": "x"}]).choices[0].message.tool_calls[0]
     assert call.function.name == "rm_everything"
     assert call.function.arguments == '{"路径": "文件.txt"}'
@@ -269,9 +269,9 @@ def test_script_unknown_tool_name_and_non_ascii_arguments():
 
 def test_script_several_calls_in_one_message():
     client = FakeClient(script=[tool_reply(
-        tool_call("bash", {"command": "pwd"}),
-        tool_call("bash", {"command": "ls"}),
-        tool_call("bash", {"command": "date"}, id="call_custom"),
+        scripted_call("bash", {"command": "pwd"}),
+        scripted_call("bash", {"command": "ls"}),
+        scripted_call("bash", {"command": "date"}, id="call_custom"),
         content="我先看三件事。",
     )])
     messages = [{"role": "user", "content": "x"}]
@@ -306,7 +306,7 @@ def test_bad_request_does_not_consume_the_script():
 
 
 def test_script_can_raise_an_api_error():
-    from harness_lib.support.fake import api_error
+    from harness_lib.models.fake import api_error
     client = FakeClient(script=[api_error(429, "Rate limit reached", type="requests", code="rate_limit_exceeded")])
     with pytest.raises(openai.RateLimitError) as info:
         ask(client, [{"role": "user", "content": "x"}])
@@ -485,7 +485,7 @@ def test_stream_text_deltas_and_no_usage_by_default():
 
 
 def test_stream_several_calls_keep_their_index():
-    reply = tool_reply(tool_call("bash", {"command": "pwd"}), tool_call("bash", {"command": "ls"}))
+    reply = tool_reply(scripted_call("bash", {"command": "pwd"}), scripted_call("bash", {"command": "ls"}))
     chunks = list(ask(FakeClient(script=[reply]), [USER], stream=True))
     _, calls, finish, _ = reassemble(chunks)
     assert [c["id"] for c in calls] == ["call_001", "call_002"]

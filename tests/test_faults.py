@@ -11,11 +11,11 @@ import time
 import openai
 import pytest
 
-from harness_lib import FakeClient, agent_loop, check_request, text_reply, tool_call, tool_reply
-from harness_lib.support.errors import EndpointError, call_model, explain_error
-from harness_lib.support.streaming import collect_stream
-from harness_lib.support.fake import api_error
-from harness_lib.support.faults import (CONTEXT_LIMIT, FAULTS, MODELS, PROVIDER_BODIES, REASONING_TOKENS,
+from harness_lib import FakeClient, agent_loop, check_request, text_reply, scripted_call, tool_reply
+from harness_lib.models.errors import EndpointError, call_model, explain_error
+from harness_lib.models.streaming import collect_stream
+from harness_lib.models.fake import api_error
+from harness_lib.models.faults import (CONTEXT_LIMIT, FAULTS, MODELS, PROVIDER_BODIES, REASONING_TOKENS,
                                         closed_port_url, free_port, start_fault_server)
 from harness_lib.lesson.loop import TOOLS
 
@@ -115,7 +115,7 @@ def test_fault_raises_endpoint_error_and_leaves_messages(fault_server, fault, ki
 
     # 修好以后（换成好的客户端），同一份 messages 接着跑
     seen, handlers = _quiet_handlers()
-    fixed = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls *.py"})), text_reply("有 app.py")])
+    fixed = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "ls *.py"})), text_reply("有 app.py")])
     answer = agent_loop(messages, client=fixed, model=MODEL, handlers=handlers)
     assert answer == "有 app.py"
     assert messages[:3] == before and [m["role"] for m in messages[3:]] == ["assistant", "tool", "assistant"]
@@ -196,7 +196,7 @@ def test_bad_request_passes_through_unchanged(fault_server):
 def test_mid_run_failure_keeps_complete_turns():
     """脚本模式：第一轮正常（工具调用 + 结果），第二次调模型时被限流。"""
     seen, handlers = _quiet_handlers()
-    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"})), api_error(429, "slow down")])
+    client = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "ls"})), api_error(429, "slow down")])
     messages = [{"role": "user", "content": "看看目录"}]
     turns = []
     with pytest.raises(EndpointError) as info:
@@ -210,7 +210,7 @@ def test_mid_run_failure_keeps_complete_turns():
 
 
 def _endless(n=10):
-    return FakeClient(script=[tool_reply(tool_call("bash", {"command": f"echo {i}"})) for i in range(n)])
+    return FakeClient(script=[tool_reply(scripted_call("bash", {"command": f"echo {i}"})) for i in range(n)])
 
 
 def test_token_budget_stops_between_turns():
@@ -273,7 +273,7 @@ def test_collect_stream_rebuilds_text_and_tool_calls(fault_server):
     message, finish = collect_stream(stream)
     assert finish == "stop" and message["role"] == "assistant" and "你好" in message["content"]
 
-    fake = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"}), tool_call("bash", {"command": "pwd"}))])
+    fake = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "ls"}), scripted_call("bash", {"command": "pwd"}))])
     stream = fake.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], stream=True,
                                           stream_options={"include_usage": True})
     message, finish = collect_stream(stream)

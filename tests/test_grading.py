@@ -17,8 +17,8 @@ import harness_lib.lesson.tools
 from harness_lib import Workspace, parse_arguments
 from harness_lib.lesson.tools import string_arg
 from harness_lib.lesson import tools as lesson_tools
-from harness_lib.support import runner
-from harness_lib.support.grading import assert_own_work, delegations
+from harness_lib.safety import runner
+from harness_lib.safety.grading import assert_own_work, delegations
 
 from conftest import ROOT
 
@@ -150,8 +150,8 @@ def test_a_whole_module_can_be_forbidden():
 
 
 def test_a_forbidden_module_covers_what_it_re_exports():
-    from harness_lib.support import approval
-    from harness_lib.support.allowlist import check_allowlist as moved
+    from harness_lib.safety import approval
+    from harness_lib.safety.allowlist import check_allowlist as moved
 
     def by_re_export(command):
         return approval.check_allowlist(command).allowed
@@ -241,3 +241,16 @@ def test_a_notebook_copy_of_a_definition_is_caught_when_listed():
 def test_the_message_names_the_real_definition_behind_an_alias():
     with pytest.raises(AssertionError, match=r"即 Workspace"):
         assert_own_work(by_alias, Workspace)
+
+
+def test_a_role_package_forbids_every_module_inside_it():
+    """笔记本的测试格写 `assert_own_work(fn, harness_lib.ui)`：包下面每个模块里的定义都算被禁止。"""
+    import harness_lib
+    from harness_lib import assert_own_work, messages_frame
+
+    def uses_the_table(messages):
+        return len(messages_frame(messages))
+
+    with pytest.raises(AssertionError, match="messages_frame"):
+        assert_own_work(uses_the_table, harness_lib.ui)
+    assert_own_work(uses_the_table, harness_lib.safety)  # 别的包不管它

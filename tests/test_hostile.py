@@ -42,12 +42,12 @@ from pathlib import Path
 import openai
 import pytest
 
-from harness_lib import FakeClient, agent_loop, make_file_tools, text_reply, tool_call, tool_reply
-from harness_lib.support.approval import DENIED_PREFIX, describe, guard, trusted
-from harness_lib.support.endpoint import serve
-from harness_lib.support.fake import FakeHandler, FakeModel
-from harness_lib.support.record import Recorder, ReplayClient
-from harness_lib.support.runner import run_bash
+from harness_lib import FakeClient, agent_loop, make_file_tools, text_reply, scripted_call, tool_reply
+from harness_lib.safety.approval import DENIED_PREFIX, describe, guard, trusted
+from harness_lib.models.server import serve
+from harness_lib.models.fake import FakeHandler, FakeModel
+from harness_lib.models.record import Recorder, ReplayClient
+from harness_lib.safety.runner import run_bash
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc") or os.name == "nt",
                                 reason="命令是 POSIX shell 写法，读秘密的几条要用 Linux 的 /proc")
@@ -281,7 +281,7 @@ def script_for(calls: list[tuple]) -> list:
     replies = []
     for i, (_, tool, args, *_rest) in enumerate(calls):
         arguments = {"command": args} if tool == "bash" else args
-        replies.append(tool_reply(tool_call(tool, arguments, id=f"call_{i:03d}")))
+        replies.append(tool_reply(scripted_call(tool, arguments, id=f"call_{i:03d}")))
     return replies + [text_reply("做完了。")]
 
 

@@ -1,9 +1,12 @@
 """分层约定：`lint-imports`（import-linter）按 pyproject.toml 里的合同检查 harness_lib 的导入方向。
 
-课程层只能往下导入支撑层，支撑层内部也分层；函数里的导入同样算数。
+按用途分层：lesson 和 ui 在上，models 居中，safety 在下；函数里的导入同样算数。
 第二个测试在临时副本里故意加一条往上的导入，确认检查真的会失败。
+课程层的格子从包的根导入（用到才加载），静态检查看不见那一步，所以第三个测试在新进程里
+真的导入 `harness_lib.lesson.loop`，看它加载了哪些模块。
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -39,9 +42,11 @@ def copy_of_project(tmp_path):
 
 @pytest.mark.parametrize("module,line", [
     # 支撑层的执行器往上导入课程层
-    ("support/runner.py", "from harness_lib.lesson import loop as _upward\n"),
+    ("safety/runner.py", "from harness_lib.lesson import loop as _upward\n"),
     # 藏在函数里的往上导入也要抓到
-    ("support/fake.py", "def _hidden():\n    from harness_lib.support.switch import ModelSwitch\n    return ModelSwitch\n"),
+    ("models/fake.py", "def _hidden():\n    from harness_lib.ui.switch import ModelSwitch\n    return ModelSwitch\n"),
+    # 替身带进 pandas
+    ("models/wire.py", "import pandas as _pd\n"),
 ])
 def test_an_upward_import_breaks_the_contract(copy_of_project, module, line):
     path = copy_of_project / "harness_lib" / module
@@ -51,3 +56,20 @@ def test_an_upward_import_breaks_the_contract(copy_of_project, module, line):
     assert "BROKEN" in result.stdout
     # 确认检查的是副本，不是项目本身
     assert _lint(ROOT).returncode == 0
+
+
+def test_importing_the_loop_loads_only_what_it_teaches():
+    """`import harness_lib.lesson.loop` 不加载 IPython、pandas、ipywidgets，也不加载假模型、本机端点和界面。"""
+    code = ("import sys, json; import harness_lib.lesson.loop; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('harness_lib', 'IPython', 'pandas', 'ipywidgets'))))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert "harness_lib.lesson.loop" in loaded
+    heavy = {m for m in loaded if m.split(".")[0] in ("IPython", "pandas", "ipywidgets")}
+    assert not heavy, f"循环带进了界面的包：{sorted(heavy)[:5]}"
+    unwanted = {m for m in loaded if m.startswith(("harness_lib.ui", "harness_lib.models.fake",
+                                                   "harness_lib.models.server", "harness_lib.lesson.tools"))}
+    assert not unwanted, f"循环带进了它没有讲的模块：{sorted(unwanted)}"
+    assert len([m for m in loaded if m.startswith("harness_lib.")]) <= 12, sorted(loaded)

@@ -12,7 +12,7 @@ from harness_lib import (
     execute_tool_call,
     parse_arguments,
     text_reply,
-    tool_call,
+    scripted_call,
     tool_reply,
     ToolInputError,
 )
@@ -58,7 +58,7 @@ def test_loop_grows_the_same_list_and_calls_on_turn(workspace):
 )
 def test_every_failure_becomes_a_tool_message(workspace, raw, layer):
     marker = workspace / "should_not_exist.txt"
-    client = FakeClient(script=[tool_reply(tool_call("bash", raw)), text_reply("好的")])
+    client = FakeClient(script=[tool_reply(scripted_call("bash", raw)), text_reply("好的")])
     messages = [{"role": "user", "content": "试试"}]
     answer = agent_loop(messages, client=client, model="fake-agent-1")
     assert answer == "好的"
@@ -72,7 +72,7 @@ def test_unknown_tool_and_handler_error_are_answered(workspace):
         raise RuntimeError("磁盘坏了")
 
     client = FakeClient(script=[
-        tool_reply(tool_call("no_such_tool", {"x": 1}), tool_call("bash", {"command": "echo hi"})),
+        tool_reply(scripted_call("no_such_tool", {"x": 1}), scripted_call("bash", {"command": "echo hi"})),
         text_reply("完"),
     ])
     messages = [{"role": "user", "content": "两件事"}]
@@ -85,7 +85,7 @@ def test_unknown_tool_and_handler_error_are_answered(workspace):
 
 
 def test_real_subprocess_output_reaches_the_model(workspace):
-    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "echo 你好 && exit 3"})), text_reply("ok")])
+    client = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "echo 你好 && exit 3"})), text_reply("ok")])
     messages = [{"role": "user", "content": "x"}]
     agent_loop(messages, client=client, model="fake-agent-1")
     (tool,) = _tool_messages(messages)
@@ -93,7 +93,7 @@ def test_real_subprocess_output_reaches_the_model(workspace):
 
 
 def test_max_turns_stops_with_a_valid_transcript(workspace):
-    script = [tool_reply(tool_call("bash", {"command": "echo again"})) for _ in range(5)]
+    script = [tool_reply(scripted_call("bash", {"command": "echo again"})) for _ in range(5)]
     client = FakeClient(script=script + [text_reply("终于停了")])
     messages = [{"role": "user", "content": "一直跑"}]
     answer = agent_loop(messages, client=client, model="fake-agent-1", max_turns=3)
@@ -106,7 +106,7 @@ def test_max_turns_stops_with_a_valid_transcript(workspace):
 
 
 def test_failed_model_call_leaves_messages_untouched(workspace):
-    client = FakeClient(script=[tool_reply(tool_call("bash", {"command": "echo 1"}))])
+    client = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "echo 1"}))])
     messages = [{"role": "user", "content": "x"}]
     with pytest.raises(RuntimeError):
         agent_loop(messages, client=client, model="fake-agent-1")  # 脚本用完，第二次调用失败
@@ -164,13 +164,13 @@ def test_checks_run_before_the_handler_is_called():
         ('{"command": "sudo ls"}', "错误（执行授权失败）：命令里有被禁止的片段"),
     ]
     for raw, prefix in cases:
-        tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("bash", raw, id="c1"))
+        tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", raw, id="c1"))
         assert execute_tool_call(tc, {"bash": spy}, TOOLS).startswith(prefix), raw
     assert called == []
-    tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("bash", {"command": "ls"}, id="c2"))
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", {"command": "ls"}, id="c2"))
     assert execute_tool_call(tc, {"bash": spy}) == "执行了" and called == [{"command": "ls"}]
     # 工具定义里没有的工具：只解析，不按定义校验；黑名单只管 bash
-    tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call("note", {"text": "sudo "}, id="c3"))
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("note", {"text": "sudo "}, id="c3"))
     assert execute_tool_call(tc, {"note": spy}) == "执行了"
 
 

@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, notebook_paths
-from harness_lib.support.clients import learner_environment
+from harness_lib.ui.clients import learner_environment
 
 PATHS = notebook_paths()
 

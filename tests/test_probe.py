@@ -1,4 +1,4 @@
-"""harness_lib.support.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
+"""harness_lib.ui.probe：对假模型、本地端点（真实 HTTP）和几种“不太一致”的端点跑兼容性探针。"""
 
 
 import json
@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from harness_lib import FakeClient, start_server, text_reply
-from harness_lib.support.endpoint import serve
-from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.fake import FakeHandler, FakeModel, api_error
-from harness_lib.support.probe import (CHECKS, ERROR_HINTS, HINTS, IMPACT, PARALLEL_PROMPT, VERDICTS, probe,
+from harness_lib.models.server import serve
+from harness_lib.safety.runner import BASH_TOOL
+from harness_lib.models.fake import FakeHandler, FakeModel, api_error
+from harness_lib.ui.probe import (CHECKS, ERROR_HINTS, HINTS, IMPACT, PARALLEL_PROMPT, VERDICTS, probe,
                                        probe_verdict)
-from harness_lib.support.wire import sse_response
-from harness_lib.support.quirks import QuirkClient, start_quirk_server
+from harness_lib.models.wire import sse_response
+from harness_lib.models.quirks import QuirkClient, start_quirk_server
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-probe-sentinel-5f3a9c"

@@ -1,4 +1,4 @@
-"""服务商怪脾气（harness_lib.support.quirks）：每一条都走真正的 HTTP。
+"""服务商怪脾气（harness_lib.models.quirks）：每一条都走真正的 HTTP。
 
 对每一条怪脾气：朴素写法在哪一步坏掉（照原样复现），本项目的循环要么挺住，要么给出说得清的中文说明。
 服务器是本机端口上的假模型，模型名选怪脾气：`fake-agent-1@<怪脾气>`。
@@ -11,9 +11,10 @@ import pytest
 
 from harness_lib.lesson.loop import agent_loop
 from harness_lib.lesson.stream import agent_loop_stream
-from harness_lib.support.errors import EndpointError, classify, explain_error
-from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.quirks import (
+from harness_lib.models.errors import EndpointError, classify, explain_error
+from harness_lib.safety.runner import BASH_TOOL
+from harness_lib.ui.probe import quirk_table
+from harness_lib.models.quirks import (
     AS_OF,
     CURRENT,
     FIXED,
@@ -26,10 +27,9 @@ from harness_lib.support.quirks import (
     naive_loop,
     naive_stream,
     quirk_of,
-    quirk_table,
     start_quirk_server,
 )
-from harness_lib.support.streaming import accumulate, stream_turn
+from harness_lib.models.streaming import accumulate, stream_turn
 
 PARALLEL = "请同时做两件互不相关的事：查看当前工作目录（pwd），以及查看今天的日期（date）。"
 LIST_PY = "列出当前目录中的 Python 文件"

@@ -48,11 +48,11 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
-from harness_lib.support.clients import learner_environment
+from harness_lib.ui.clients import learner_environment
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
-from harness_lib.support.faults import start_fault_server
-from harness_lib.support.fake_policy import OTHER_PATH_MODELS
-from harness_lib.support.net import free_port
+from harness_lib.models.faults import start_fault_server
+from harness_lib.models.script import OTHER_PATH_MODELS
+from harness_lib.models.net import free_port
 
 PATHS = notebook_paths()
 SENTINEL = "sk-real-mode-" + uuid.uuid4().hex + uuid.uuid4().hex[:16]
@@ -159,7 +159,7 @@ def project_endpoint(tmp_path_factory):
     env = learner_environment()
     env["PYTHONUNBUFFERED"] = "1"
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "harness_lib.support.endpoint", "--port", "0"],
+        proc = subprocess.Popen([sys.executable, "-m", "harness_lib.models.server", "--port", "0"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
     try:
         yield printed_base_url(proc, out_path, "本项目的端点")

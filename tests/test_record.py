@@ -1,4 +1,4 @@
-"""harness_lib.support.record：录下一次真实 HTTP 运行，离线回放出同样的对话记录；文件里没有密钥。"""
+"""harness_lib.models.record：录下一次真实 HTTP 运行，离线回放出同样的对话记录；文件里没有密钥。"""
 
 import json
 
@@ -6,11 +6,11 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from harness_lib import FakeClient, agent_loop, model_switch, start_server, text_reply, tool_call, tool_reply
-from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.errors import EndpointError, explain_error
-from harness_lib.support.fake import api_error
-from harness_lib.support.record import (
+from harness_lib import FakeClient, agent_loop, model_switch, start_server, text_reply, scripted_call, tool_reply
+from harness_lib.safety.runner import BASH_TOOL
+from harness_lib.models.errors import EndpointError, explain_error
+from harness_lib.models.fake import api_error
+from harness_lib.models.record import (
     Recorder,
     ReplayClient,
     ReplayExhaustedError,
@@ -19,9 +19,9 @@ from harness_lib.support.record import (
     replay,
 )
 from harness_lib.lesson.stream import agent_loop_stream
-from harness_lib.support.fake import CutStreamClient
-from harness_lib.support.secrets import NO_KEY, env_secrets, redact
-from harness_lib.support.streaming import stream_turn
+from harness_lib.models.fake import CutStreamClient
+from harness_lib.safety.secrets import NO_KEY, env_secrets, redact
+from harness_lib.models.streaming import stream_turn
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-record-SENTINEL-7d1e20b4"
@@ -171,7 +171,7 @@ def test_recorder_passes_other_attributes_through():
     recorder = Recorder(FakeClient())
     assert recorder.models.list().data[0].id == MODEL
     assert "已录 0 次" in repr(recorder)
-    script = FakeClient(script=[tool_reply(tool_call("bash", {"command": "ls"}))])
+    script = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "ls"}))])
     assert Recorder(script).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "x"}], tools=[BASH_TOOL]).choices[0].message.tool_calls
 
@@ -188,7 +188,7 @@ def test_environment_secrets_and_their_fragments_never_reach_a_recording(tmp_pat
     monkeypatch.setenv("DASHSCOPE_API_KEY", dashscope)
     monkeypatch.setenv("HF_TOKEN", hf)
     echoed = f"Incorrect API key provided: {dashscope[:14]}****{dashscope[-4:]}"
-    fake = FakeClient(script=[tool_reply(tool_call("bash", {"command": "env"})), api_error(401, echoed),
+    fake = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "env"})), api_error(401, echoed),
                               text_reply("好了")])
     recorder = Recorder(fake)
     messages = [{"role": "user", "content": "看看环境"}]
@@ -294,7 +294,7 @@ _ONCE = {
 def test_a_fault_once_while_recording_replays_offline(workspace, tmp_path, fault):
     """录制时第一次调用先遇到一次 429 / 500 / 超时，SDK 重试成功：录像里是一次成功的调用，离线回放照样跑完。"""
     fake = FakeClient(max_retries=2, script=[
-        _ONCE[fault](), tool_reply(tool_call("bash", {"command": "ls *.py"})), text_reply("有 app.py 和 utils.py。")])
+        _ONCE[fault](), tool_reply(scripted_call("bash", {"command": "ls *.py"})), text_reply("有 app.py 和 utils.py。")])
     recorder = Recorder(fake)
     recorded_run = [{"role": "user", "content": TASK}]
     agent_loop(recorded_run, client=recorder, model=MODEL)
@@ -315,7 +315,7 @@ def test_a_fault_once_while_recording_replays_offline(workspace, tmp_path, fault
 def test_a_fault_in_a_later_call_replays_offline_too(workspace, tmp_path, fault):
     """第二次调用（请求里已经有工具消息）才遇到故障：重试发的是同一个请求，录像照样对得上。"""
     fake = FakeClient(max_retries=1, script=[
-        tool_reply(tool_call("bash", {"command": "ls *.py"})), _ONCE[fault](), text_reply("有 app.py 和 utils.py。")])
+        tool_reply(scripted_call("bash", {"command": "ls *.py"})), _ONCE[fault](), text_reply("有 app.py 和 utils.py。")])
     recorder = Recorder(fake)
     recorded_run = [{"role": "user", "content": TASK}]
     agent_loop(recorded_run, client=recorder, model=MODEL)

@@ -8,7 +8,7 @@ JUPYTER_RUNTIME_DIR 都指向这次测试自己的临时文件夹，笔记本也
 文件按字节搜索，同时查 UTF-8、UTF-16 和 base64 的写法。
 
 另有几个单元级检查：切换器与 `client_from_env` 给出的客户端的 repr/str、401 的中文说明、
-经过 `agent_loop` 抛出的异常（以及有 `harness_lib.support.errors.from_sdk` 时转换出的 `EndpointError`）、
+经过 `agent_loop` 抛出的异常（以及有 `harness_lib.models.errors.from_sdk` 时转换出的 `EndpointError`）、
 对话记录本身，和模型让执行框架跑 `env` 时返回的工具结果。
 """
 
@@ -33,10 +33,10 @@ from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
 from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame, model_switch,
-                         run_bash, text_reply, tool_call, tool_reply)
-from harness_lib.support.endpoint import start_server
-from harness_lib.support.errors import explain_error
-from harness_lib.support.clients import learner_environment
+                         run_bash, text_reply, scripted_call, tool_reply)
+from harness_lib.models.server import start_server
+from harness_lib.models.errors import explain_error
+from harness_lib.ui.clients import learner_environment
 
 PATHS = notebook_paths()
 MODEL = "fake-agent-1"
@@ -147,7 +147,7 @@ def endpoint(tmp_path_factory):
     env["PYTHONUNBUFFERED"] = "1"
     with open(out_path, "wb") as out, open(log_path, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness_lib.support.endpoint", "--port", "0", "--api-key", SENTINEL, "--verbose"],
+            [sys.executable, "-m", "harness_lib.models.server", "--port", "0", "--api-key", SENTINEL, "--verbose"],
             stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
         )
     try:
@@ -399,7 +399,7 @@ def test_agent_loop_auth_error_and_transcript(server):
     assert_clean(exception_texts(exc), "agent_loop 抛出的异常", keys=(SENTINEL, WRONG))
     assert len(messages) == 1  # 失败的一轮不写进 messages
 
-    from harness_lib.support import errors
+    from harness_lib.models import errors
 
     from_sdk = getattr(errors, "from_sdk", None)
     if from_sdk is not None:
@@ -430,7 +430,7 @@ def test_tool_commands_cannot_read_the_key(tmp_path, monkeypatch):
     show_env = "set" if os.name == "nt" else "env"
     assert_clean(run_bash(show_env), "run_bash 的输出")
     script = FakeClient(script=[
-        tool_reply(tool_call("bash", {"command": show_env})),
+        tool_reply(scripted_call("bash", {"command": show_env})),
         text_reply("看过环境变量了。"),
     ])
     messages = [{"role": "user", "content": "看看有哪些环境变量"}]

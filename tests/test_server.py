@@ -1,4 +1,4 @@
-"""本地端点 harness_lib.support.endpoint 的测试：用真正的 openai.OpenAI 客户端走真实的 HTTP。"""
+"""本地端点 harness_lib.models.server 的测试：用真正的 openai.OpenAI 客户端走真实的 HTTP。"""
 
 import http.client
 import json
@@ -13,11 +13,11 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletion
 
-from harness_lib.support.net import free_port
-from harness_lib.support.endpoint import ensure_local_server, start_server
+from harness_lib.models.net import free_port
+from harness_lib.models.server import ensure_local_server, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
-from harness_lib.support.runner import BASH_TOOL  # noqa: E402
+from harness_lib.safety.runner import BASH_TOOL  # noqa: E402
 
 MODEL = "fake-agent-1"
 TOOLS = [BASH_TOOL]  # 与笔记本用的是同一个工具定义
@@ -259,7 +259,7 @@ def test_command_line_server():
     port = free_port()
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness_lib.support.endpoint", "--port", str(port), "--api-key", "k-123"],
+        [sys.executable, "-m", "harness_lib.models.server", "--port", str(port), "--api-key", "k-123"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
     try:
@@ -277,7 +277,7 @@ def test_command_line_server():
 
 
 def test_command_line_help_is_chinese():
-    done = subprocess.run([sys.executable, "-m", "harness_lib.support.endpoint", "--help"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "harness_lib.models.server", "--help"], cwd=ROOT,
                           capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert done.returncode == 0
     assert "端口" in done.stdout.decode("utf-8")

@@ -92,7 +92,7 @@ def test_a_wheel_holds_the_whole_package_and_imports_from_it(tmp_path):
     wheel = next(tmp_path.glob("harness_lib-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ["harness_lib/__init__.py", "harness_lib/lesson/loop.py", "harness_lib/lesson/tools.py",
-                   "harness_lib/support/step.py", "harness_lib/support/fake.py"]:
+                   "harness_lib/ui/step.py", "harness_lib/models/fake.py"]:
         assert module in names, f"wheel 里缺少 {module}"
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)

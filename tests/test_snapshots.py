@@ -10,7 +10,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS
-from harness_lib.support.clients import learner_environment
+from harness_lib.ui.clients import learner_environment
 
 # 这几本在一格里建表、在后面的格子里跑循环并刷新
 NOTEBOOKS_WITH_TABLES = ["01_model_only_proposes", "02_each_turn", "03_one_request", "06_five_tools"]

@@ -10,11 +10,11 @@ import os
 import openai
 import pytest
 
-from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, ask_model, run_loop, text_reply, tool_call,
+from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, ask_model, run_loop, text_reply, scripted_call,
                          tool_reply)
-from harness_lib.support.net import closed_port_url
-from harness_lib.support.runner import list_py_command
-from harness_lib.support.watch import disk_snapshot, watch_processes
+from harness_lib.models.net import closed_port_url
+from harness_lib.safety.runner import list_py_command
+from harness_lib.safety.watch import disk_snapshot, watch_processes
 
 ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
 KEY = "sk-step-test-" + "0123456789abcdef" * 2
@@ -41,7 +41,7 @@ def test_max_tokens_given_is_left_alone():
 
 def test_a_text_reply_when_a_tool_call_is_wanted_goes_on_scripted(capsys):
     talk = FakeClient(model="fake-talk-only")
-    script = [tool_reply(tool_call("bash", {"command": "ls"})), text_reply("有 app.py。")]
+    script = [tool_reply(scripted_call("bash", {"command": "ls"})), text_reply("有 app.py。")]
     step = ask_model(talk, want="bash", script=script, model="fake-talk-only", messages=ASK, tools=TOOLS)
     out = capsys.readouterr().out
     assert step.scripted and step.live is not None and step.live.tool_calls is None
@@ -66,7 +66,7 @@ def test_other_commands_satisfy_bash_but_not_a_predicate():
 
 
 def test_bad_json_is_not_a_usable_bash_call():
-    broken = FakeClient(script=[tool_reply(tool_call("bash", '{"command": "ls"'))])
+    broken = FakeClient(script=[tool_reply(scripted_call("bash", '{"command": "ls"'))])
     step = ask_model(broken, want="bash", model=broken.model, messages=ASK, tools=TOOLS, quiet=True)
     assert step.scripted and step.live.tool_calls[0].function.arguments == '{"command": "ls"'
 
@@ -126,7 +126,7 @@ def test_run_loop_survives_a_loop_that_crashes_on_bad_json(workspace, capsys):
             for call in message.tool_calls:
                 json.loads(call.function.arguments)
 
-    broken = FakeClient(script=[tool_reply(tool_call("bash", '{"command": "ls"'))])
+    broken = FakeClient(script=[tool_reply(scripted_call("bash", '{"command": "ls"'))])
     messages = list(ASK)
     run = run_loop(article_loop, messages, client=broken, model=broken.model,
                    script=[text_reply("【脚本示范】的回答")])

@@ -1,4 +1,4 @@
-"""harness_lib.support.streaming：流式块拼回消息、截断检测、流式循环。
+"""harness_lib.models.streaming：流式块拼回消息、截断检测、流式循环。
 
 用假模型，也用真正的 openai.OpenAI 客户端走真实的 HTTP（本地端点，以及一个会把流掐断的小服务器）。
 """
@@ -18,16 +18,16 @@ from harness_lib import (
     check_transcript,
     start_server,
     text_reply,
-    tool_call,
+    scripted_call,
     tool_reply,
 )
-from harness_lib.support.runner import BASH_TOOL
-from harness_lib.support.errors import EndpointError
+from harness_lib.safety.runner import BASH_TOOL
+from harness_lib.models.errors import EndpointError
 from harness_lib.lesson.loop import SYSTEM
 from harness_lib.lesson.stream import agent_loop_stream
-from harness_lib.support.fake import CutStreamClient
-from harness_lib.support.quirks import QuirkClient
-from harness_lib.support.streaming import (
+from harness_lib.models.fake import CutStreamClient
+from harness_lib.models.quirks import QuirkClient
+from harness_lib.models.streaming import (
     accumulate,
     live_preview,
     stream_turn,
@@ -67,8 +67,8 @@ def streamed(client, messages, **kwargs):
 @pytest.mark.parametrize("script", [
     None,  # 默认策略：一个 bash 调用
     [text_reply("这是一段比较长的文字回答，会被切成好几块送达。")],
-    [tool_reply(tool_call("bash", {"command": "ls"}), tool_call("bash", {"command": "pwd"}))],
-    [tool_reply(tool_call("bash", '{"command": "ls"'), content="先看看目录")],  # 坏 JSON、带文字
+    [tool_reply(scripted_call("bash", {"command": "ls"}), scripted_call("bash", {"command": "pwd"}))],
+    [tool_reply(scripted_call("bash", '{"command": "ls"'), content="先看看目录")],  # 坏 JSON、带文字
     [text_reply("")],
 ], ids=["default", "text", "two-calls", "broken-json-with-text", "empty-text"])
 def test_accumulate_matches_the_non_streamed_message(script):

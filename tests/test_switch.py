@@ -1,7 +1,7 @@
-"""模型切换器（harness_lib.support.switch）和建客户端（harness_lib.support.clients）：
+"""模型切换器（harness_lib.ui.switch）和建客户端（harness_lib.ui.clients）：
 默认假模型、预设、密钥不外泄、测试连接、按环境变量选模型。
 
-测试连接用的是真实的本地端点（harness_lib.support.endpoint），不是 mock。
+测试连接用的是真实的本地端点（harness_lib.models.server），不是 mock。
 错误说明和打码的测试在 test_errors.py。
 """
 
@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from conftest import key_leaks
-from harness_lib.support.clients import (
+from harness_lib.ui.clients import (
     FAKE_MODEL,
     PRESETS,
     PRESETS_BY_KEY,
@@ -19,13 +19,13 @@ from harness_lib.support.clients import (
     client_from_env,
     needs_key,
 )
-from harness_lib.support.clients import PRESETS_CHECKED, PresetClient, preset_for, real_client
-from harness_lib.support.endpoint import ensure_local_server, serve, start_server
-from harness_lib.support.errors import RETRY_POLICY, call_model
-from harness_lib.support.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
-from harness_lib.support.net import free_port, is_loopback
-from harness_lib.support.switch import ModelSwitch, check_model, closest_models, model_switch, presets_table
-from harness_lib.support.wire import Rejected
+from harness_lib.ui.clients import PRESETS_CHECKED, PresetClient, preset_for, real_client
+from harness_lib.models.server import ensure_local_server, serve, start_server
+from harness_lib.models.errors import RETRY_POLICY, call_model
+from harness_lib.models.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
+from harness_lib.models.net import free_port, is_loopback
+from harness_lib.ui.switch import ModelSwitch, check_model, closest_models, model_switch, presets_table
+from harness_lib.models.wire import Rejected
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 
@@ -255,7 +255,7 @@ def test_wrong_key_on_models_list_does_not_hide_the_chat_error(server):
 
 def test_retired_deepseek_name_over_the_fault_server(fault_server):
     """DeepSeek 的说法（HTTP 400 “Model Not Exist”）经真正的 HTTP：说明是模型名的问题，并建议名单里的名字。"""
-    from harness_lib.support.faults import FAULTS
+    from harness_lib.models.faults import FAULTS
 
     if "unknown_model" not in FAULTS:
         pytest.skip("故障服务器还没有 unknown_model 这个故障")
@@ -518,7 +518,7 @@ def test_thinking_model_keeps_reasoning_content_through_the_loop(tmp_path, monke
     （https://api-docs.deepseek.com/guides/thinking_mode ，核对于 2026-12-01）。
     循环用 model_dump 追加整条消息，所以带得回去：离线的 QuirkClient("deepseek_thinking") 会检查这一点。"""
     from harness_lib.lesson.loop import agent_loop
-    from harness_lib.support.quirks import QuirkClient
+    from harness_lib.models.quirks import QuirkClient
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "app.py").write_text("print('hi')\n", encoding="utf-8")

@@ -10,7 +10,7 @@ import os
 import pytest
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
-from harness_lib import FakeClient, text_reply, tool_call, tool_reply
+from harness_lib import FakeClient, text_reply, scripted_call, tool_reply
 from harness_lib.lesson.loop import (
     TOOLS,
     ToolDenied,
@@ -58,7 +58,7 @@ def _symlink(link, target, target_is_directory=False):
 
 def _call(handlers, name, **args):
     """像循环那样执行一个调用：构造真正的 SDK 工具调用对象，交给 execute_tool_call。"""
-    tc = ChatCompletionMessageFunctionToolCall.model_validate(tool_call(name, args, id="call_t"))
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call(name, args, id="call_t"))
     return execute_tool_call(tc, handlers)
 
 
@@ -407,14 +407,14 @@ def test_full_agent_loop_with_the_five_tools(ws):
     root, outside = ws
     reg = make_file_tools(root)
     script = [
-        tool_reply(tool_call("glob", {"pattern": "*.py"})),
-        tool_reply(tool_call("read_file", {"path": "utils.py"})),
-        tool_reply(tool_call("edit_file", {"path": "utils.py", "old_string": "return 1",
+        tool_reply(scripted_call("glob", {"pattern": "*.py"})),
+        tool_reply(scripted_call("read_file", {"path": "utils.py"})),
+        tool_reply(scripted_call("edit_file", {"path": "utils.py", "old_string": "return 1",
                                            "new_string": "return 42"})),
-        tool_reply(tool_call("read_file", {"path": "utils.py"}),
-                   tool_call("write_file", {"path": "../outside/x.txt", "content": "x"})),
-        tool_reply(tool_call("write_file", {"path": "NOTES.md", "content": "改好了\n"}),
-                   tool_call("bash", {"command": "cat NOTES.md" if os.name != "nt" else "type NOTES.md"})),
+        tool_reply(scripted_call("read_file", {"path": "utils.py"}),
+                   scripted_call("write_file", {"path": "../outside/x.txt", "content": "x"})),
+        tool_reply(scripted_call("write_file", {"path": "NOTES.md", "content": "改好了\n"}),
+                   scripted_call("bash", {"command": "cat NOTES.md" if os.name != "nt" else "type NOTES.md"})),
         text_reply("改好了：f() 现在返回 42。"),
     ]
     client = FakeClient(script=script)

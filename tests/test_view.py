@@ -1,4 +1,4 @@
-"""消息表（harness_lib.support.view）：数据表的列与取值、HTML 里的配对与警告、原地刷新。"""
+"""消息表（harness_lib.ui.view）：数据表的列与取值、HTML 里的配对与警告、原地刷新。"""
 
 import json
 import re
@@ -9,7 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 from openai.types.chat import ChatCompletionMessage
 
-from harness_lib.support.view import (
+from harness_lib.ui.view import (
     COLUMNS,
     FULL_TEXT_CAP,
     MessagesView,

@@ -21,19 +21,12 @@ from typing import Any, Callable
 
 import openai
 
-from .errors import EndpointError, call_model, from_sdk
-from .fake import FakeClient
-from .secrets import redact
+from ..models.errors import MAX_TOKENS, EndpointError, call_model, from_sdk
+from ..models.fake import FakeClient
+from ..safety.secrets import redact
 
 __all__ = ["MAX_TOKENS", "LoopRun", "Step", "ask_model", "describe_reply", "run_loop"]
 
-MAX_TOKENS = 512
-"""每次调模型时的回答长度上限（token）。
-
-原文的循环写的是 8000，那是给云端大模型的。这里取 512：上下文只有 2048 个 token 的本机小模型，
-装下系统提示、工具定义、几轮对话和一段回答也还有余地；云端模型答这些问题也用不了这么多。
-开了“思考模式”的模型会把一部分上限花在思考上，09 讲怎样看出来。
-"""
 
 SCRIPTED = "【脚本示范】"
 _CLIP = 80

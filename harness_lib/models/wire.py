@@ -6,7 +6,7 @@
 - 离线：`offline_http(handler)` 得到一个 `httpx2.Client`，它的传输层（`MockTransport`）
   不碰网络，直接把请求交给处理函数。把它交给 `openai.OpenAI(http_client=...)`，
   得到的就是一个真正的 SDK 客户端，只是“线路”在本进程里；
-- 联网：`harness_lib.support.endpoint.serve(handler)` 在本机端口上提供同一个处理函数。
+- 联网：`harness_lib.models.server.serve(handler)` 在本机端口上提供同一个处理函数。
 
 两种用法里，响应对象、异常（按真实状态码）和流式块（按 SSE 格式）都由 SDK 自己构造、
 自己解析，替身不用复制 SDK 的任何一部分。

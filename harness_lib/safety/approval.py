@@ -16,10 +16,10 @@
    `handlers`（同一个 dict 对象）；否则返回一张只读的新分发表 `Guarded`，其中会运行程序或改动
    文件的工具（bash、write_file、edit_file，以及名字不认识的工具）先审批，再交给原来的处理函数。
    只读的 `read_file`、`glob` 原样保留。
-2. `gate(handlers, policy=None, *, ask=None)`：即 `guard(handlers, None, ...)`，不看客户端，一律当作不可信。
+2. `guard(handlers, None, policy)`：不给客户端，一律当作不可信。
 
 `agent_loop` 和 `agent_loop_stream` 每次运行开头都调用 `guard(handlers, client)`。已经包好的 `Guarded`
-再交给 `guard` 时原样返回，所以把 `gate`、`guard` 的结果传给循环，同一次调用也只问一遍。
+再交给 `guard` 时原样返回，所以把 `guard` 的结果传给循环，同一次调用也只问一遍。
 
 被拒绝时，包好的处理函数自己返回 `错误（执行授权失败）：理由`，和 `execute_tool_call` 处理
 `ToolDenied` 时写的文字一样，原来的处理函数根本不会被调用，所以不会启动任何进程、不会碰任何文件。
@@ -35,7 +35,7 @@
 - `allow`：一律放行，必须自己明确选择；
 - `deny`：不可信的客户端提出的、会运行程序或改动文件的调用一律拒绝。
 不管哪种策略，可信的客户端（离线假模型、本进程里的假模型端点）都不审批：它们提出的调用是笔记本作者写好的。
-`gate` 不看客户端，一律按不可信处理，所以笔记本 10 用它演示每种策略。
+不给客户端（`None`）时一律按不可信处理，所以笔记本 10 用它演示每种策略。
 环境变量写错时不会被当成放行：不可信的客户端提出的、包好的工具调用一律拒绝，理由里说明可选的值。
 “只读调用”指白名单放行的 bash 命令；write_file、edit_file 和不认识的工具都不算。
 
@@ -52,7 +52,7 @@
 `ask_stdin` 返回 None，决定退回白名单。测试和笔记本可以传入自己的 `ask(说明) -> str | None`
 代替真人回答，例如 `guard(handlers, client, "ask", ask=lambda text: "n 不要删文件")`。
 
-白名单怎样判断一条命令是不是只读的，见 `harness_lib.support.allowlist`。
+白名单怎样判断一条命令是不是只读的，见 `harness_lib.safety.allowlist`。
 """
 
 from __future__ import annotations
@@ -75,8 +75,7 @@ from .allowlist import (  # noqa: F401  笔记本 10 通过 approval 查看这�
     Verdict,
     check_allowlist,
 )
-from .endpoint import serves_fake
-from .fake import FakeClient
+from .trust import trusted
 
 __all__ = [
     "DENIED_PREFIX",
@@ -90,7 +89,6 @@ __all__ = [
     "check_allowlist",
     "decide",
     "describe",
-    "gate",
     "guard",
     "parse_answer",
     "policy_from_env",
@@ -110,29 +108,13 @@ READ_ONLY_TOOLS = frozenset({"read_file", "glob"})  # 只读的工具：不审�
 # ---------------------------------------------------------------------------
 
 
-def trusted(client) -> bool:
-    """提出调用的这个客户端可不可信：只有离线假模型和本进程里还在运行的本地假模型端点可信。
-
-    判断只看传进来的这个对象：`FakeClient`（含子类）可信；有 `base_url`、并且这个地址由本进程里
-    `endpoint.start_server` 启动、还没关闭的端点提供（`endpoint.serves_fake`）的客户端可信。
-    其余一切，包括 None、没有 `base_url` 的对象、回放录像的客户端，都不可信。
-    """
-    if isinstance(client, FakeClient):
-        return True
-    try:
-        base_url = getattr(client, "base_url", None)
-    except Exception:  # noqa: BLE001  任何古怪的对象都按不可信处理
-        return False
-    return base_url is not None and serves_fake(str(base_url))
-
-
 def _source(client) -> str:
     """给人看的“这次调用是谁提出的”：客户端的类型和地址（地址里的用户名、密码不显示）。"""
     if client is None:
         return "没有给出客户端，按不可信处理"
-    if isinstance(client, FakeClient):
-        return f"离线假模型 {type(client).__name__}，可信"
     name = type(client).__name__
+    if trusted(client):
+        return f"{name}，由本项目的假模型回答，可信"
     try:
         base_url = getattr(client, "base_url", None)
     except Exception:  # noqa: BLE001
@@ -145,7 +127,7 @@ def _source(client) -> str:
         where = f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
     except ValueError:
         where = "（无法解析的地址）"
-    return f"{name}，base_url={where}，{'本进程的本地假模型端点，可信' if trusted(client) else '不可信'}"
+    return f"{name}，base_url={where}，不可信"
 
 
 # ---------------------------------------------------------------------------
@@ -463,8 +445,3 @@ def guard(handlers, client, policy=None, *, ask=None):
     if isinstance(handlers, Guarded) or trusted(client):
         return handlers
     return Guarded(handlers, client, resolved, ask)
-
-
-def gate(handlers, policy=None, *, ask=None):
-    """不看客户端的审批：等于 `guard(handlers, None, policy, ask=ask)`，提出调用的一方一律按不可信处理。"""
-    return guard(handlers, None, policy, ask=ask)

@@ -1,7 +1,7 @@
 """录制与回放：把一次运行里每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放。
 
 辅助工具，不是课程内容；09_probe_and_replay（原文第三节 OpenAI-compatible 一段的延伸）讲怎么用。
-录制和回放都在 HTTP 这一层（见 `harness_lib.support.wire`）：
+录制和回放都在 HTTP 这一层（见 `harness_lib.models.wire`）：
 
 - `Recorder(client)`：给任何 `openai.OpenAI` 客户端接上一段“录音线路”，`recorder.client` 是接好线的
   客户端（真正的 SDK 客户端），`Recorder` 本身也能直接当客户端用；每次请求的 JSON 请求体、
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator
 import httpx2
 import openai
 
-from .secrets import redact
+from ..safety.secrets import redact
 from .wire import OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, json_response, sse_response
 
 __all__ = [

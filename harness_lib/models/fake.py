@@ -8,7 +8,7 @@
 * ``FakeClient()``：默认策略。只看请求本身（无状态）决定回复，
   认得原文的例子“列出当前目录中的 Python 文件”和几类简单请求。
 * ``FakeClient(script=[...])``：脚本模式。每次 ``create()`` 按顺序取出一条
-  事先写好的回复，用 ``text_reply``、``tool_call``、``tool_reply`` 来写。
+  事先写好的回复，用 ``text_reply``、``scripted_call``、``tool_reply`` 来写。
   需要精确控制模型输出的单元格（比如坏掉的 JSON 参数）用这种模式。
 
 分在三个模块里：请求检查在 ``request_checks``，默认策略和写脚本的三个函数在 ``fake_policy``，
@@ -17,7 +17,7 @@
 ``FakeClient`` 就是一个真正的 ``openai.OpenAI``，只是它的线路（HTTP 传输层）在本进程里：
 请求照常由 SDK 编成 HTTP 请求，交给 ``FakeHandler``；``FakeHandler`` 让 ``FakeModel`` 决定回复，
 写成 JSON 或 SSE 响应；SDK 再照常解析，构造 ``ChatCompletion``、流式块和异常。
-本地端点 ``harness_lib.support.endpoint`` 在本机端口上提供的是同一个 ``FakeHandler``。
+本地端点 ``harness_lib.models.server`` 在本机端口上提供的是同一个 ``FakeHandler``。
 
 无论哪种模式，每次请求都先像真实服务商一样检查 ``messages`` 的结构，
 不合规就回 HTTP 400，SDK 抛出 ``openai.BadRequestError``。
@@ -33,8 +33,9 @@ from typing import Any, Iterable
 import httpx2
 import openai
 
-from .fake_policy import default_reply, text_of, text_reply, tool_call, tool_reply
-from .request_checks import as_dict, bad, check_request, is_given, validate, wrong_type
+from .script import default_reply, text_of, text_reply, scripted_call, tool_reply
+from .checks import as_dict, bad, check_request, is_given, validate, wrong_type
+from ..safety.trust import trust_client
 from .wire import (
     OfflineClient,
     OfflineHTTP,
@@ -58,7 +59,7 @@ __all__ = [
     "check_request",
     "is_fake_model_name",
     "text_reply",
-    "tool_call",
+    "scripted_call",
     "tool_reply",
 ]
 
@@ -85,11 +86,11 @@ def _script_item(item: Any) -> Any:
         return text_reply(item)
     if isinstance(item, dict):
         if item.get("type") == "function" and "function" in item:
-            return tool_reply(item)  # 单独一个 tool_call(...) 也可以直接放进脚本
+            return tool_reply(item)  # 单独一个 scripted_call(...) 也可以直接放进脚本
         if item.get("role") == "assistant":
             return item
     raise TypeError(
-        "脚本里的每一项应当是 text_reply(...)、tool_call(...)、tool_reply(...)、"
+        "脚本里的每一项应当是 text_reply(...)、scripted_call(...)、tool_reply(...)、"
         f"字符串或异常对象，收到的是 {item!r}"
     )
 
@@ -428,6 +429,7 @@ class FakeClient(OfflineClient):
             self._model = FakeModel(script, model=model)
             handler = self._make_handler()
         super().__init__(handler, **options)
+        trust_client(self)  # 回答它的是本项目的假模型：审批信任它提出的调用（safety.trust）
 
     def _make_handler(self):
         return FakeHandler(self)

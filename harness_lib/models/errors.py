@@ -21,9 +21,8 @@ import json
 from typing import NamedTuple
 
 import openai
-from IPython import get_ipython
 
-from .secrets import redact
+from ..safety.secrets import redact
 
 __all__ = [
     "explain_uncaught_errors",
@@ -48,7 +47,16 @@ RETRY_POLICY = {"max_retries": 2, "timeout": 60}
 SDK 只重试可能自己好起来的错误：连接失败、超时、408、409、429 和 5xx，也就是 `ERROR_TABLE` 里
 `sdk_retries` 为真的那几行；400、401、402、403、404 不重试。
 两次尝试之间先看服务器的 `Retry-After`（或 `retry-after-ms`）响应头，没有就按 0.5、1、2……秒递增等待（最多 8 秒）。
-每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.support.clients` 建的真实客户端用的就是这组值。
+每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.ui.clients` 建的真实客户端用的就是这组值。
+"""
+
+
+MAX_TOKENS = 512
+"""每次调模型时的回答长度上限（token）。
+
+原文的循环写的是 8000，那是给云端大模型的。这里取 512：上下文只有 2048 个 token 的本机小模型，
+装下系统提示、工具定义、几轮对话和一段回答也还有余地；云端模型答这些问题也用不了这么多。
+开了“思考模式”的模型会把一部分上限花在思考上，09 讲怎样看出来。
 """
 
 
@@ -344,7 +352,7 @@ def explain_error(exc, key=None) -> str:
     """把一次失败的请求翻译成一句中文：原因、该怎么办，再附上服务器原话（已打码）。
 
     说明来自 `ERROR_TABLE` 里认得 `exc` 的那一行；表里没有专门一行的异常给出类型和第一行。
-    `key` 是需要抹掉的密钥（一个或多个），见 `harness_lib.support.secrets.redact`。
+    `key` 是需要抹掉的密钥（一个或多个），见 `harness_lib.safety.secrets.redact`。
     """
     rule = classify(exc)
     text = rule.head.format(
@@ -420,34 +428,3 @@ def _dump(response):
         return json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False)
     except Exception:
         return repr(response)
-
-
-# ---------------------------------------------------------------------------
-# 在 Jupyter 里：没被接住的端点错误，先给一句中文说明
-# ---------------------------------------------------------------------------
-
-_UNCAUGHT_HEAD = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
-
-
-def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
-    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
-    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    lines = [redact(line) for line in [_UNCAUGHT_HEAD, "  " + explain_error(value), ""] + list(stb)]
-    # IPython 执行格子时只调用这个函数、不管它的返回值，所以这里自己显示（内核把它作为错误输出发给前端）
-    shell._showtraceback(etype, redact(str(value)), lines)
-    return lines
-
-
-def explain_uncaught_errors(shell=None) -> bool:
-    """让 Jupyter 在显示没被接住的 openai SDK 异常时，先给出 `explain_error` 的中文说明。
-
-    学习者自己写的 `client.chat.completions.create(...)` 出错时（密钥不对、连不上、上下文太长……），
-    格子下面先是一句“出了什么事、该怎么办”，然后才是原来的调用栈，一行也不少；异常本身不变，
-    `try/except` 照样接得住，接住的异常不受影响。说明和调用栈里的密钥都会被抹掉。
-    `import harness_lib` 时调用一次；不在 IPython 里（普通 Python、测试进程）什么也不做，返回 False。
-    """
-    shell = shell if shell is not None else get_ipython()
-    if shell is None or not hasattr(shell, "set_custom_exc"):
-        return False
-    shell.set_custom_exc((openai.APIError,), _show_with_explanation)
-    return True

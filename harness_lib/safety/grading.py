@@ -11,7 +11,7 @@
 走到一个被禁止的定义（或者它的实例）时，抛出 `AssertionError`，说明用中文。
 `forbidden` 可以是对象本身（harness_lib 里的定义，也可以是笔记本里讲过的同名定义）、名字（字符串，
 匹配 harness_lib 里同名的定义），或者一个 harness_lib 模块（模块里定义的，连同它从 harness_lib
-别处导入的，全都算）。没有列出的 harness_lib 定义（例如题目允许用的 `string_arg`）照常可以用。
+别处导入的，全都算；一个包算上它下面的每个模块）。没有列出的 harness_lib 定义（例如题目允许用的 `string_arg`）照常可以用。
 
 这是静态的检查：`eval`、`getattr(模块, "拼出来的名字")` 这类写法查不到，批改时由老师留意。
 """
@@ -54,11 +54,15 @@ def _expand(forbidden) -> tuple[set[int], set[str], list]:
             shown.append(item)
         elif isinstance(item, types.ModuleType):
             shown.append(item.__name__)
-            ids.add(id(item))
-            for value in vars(item).values():
-                # 模块自己定义的，和它从 harness_lib 别处导入、再交出去的，都算
-                if not isinstance(value, types.ModuleType) and _from_package(value):
-                    ids.add(id(value))
+            # 一个包（例如 harness_lib.ui）算上它下面已经加载的每个模块
+            inside = [m for name, m in list(sys.modules.items()) if m is not None
+                      and (name == item.__name__ or name.startswith(item.__name__ + "."))]
+            for module in inside or [item]:
+                ids.add(id(module))
+                for value in vars(module).values():
+                    # 模块自己定义的，和它从 harness_lib 别处导入、再交出去的，都算
+                    if not isinstance(value, types.ModuleType) and _from_package(value):
+                        ids.add(id(value))
         else:
             ids.add(id(item))
             shown.append(getattr(item, "__qualname__", repr(item)))

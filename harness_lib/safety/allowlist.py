@@ -1,6 +1,6 @@
 """只读*白名单*（allowlist）：一条 bash 命令是不是只读的、碰不碰得到别的进程的秘密。
 
-辅助工具，不是课程内容。审批（`harness_lib.support.approval`）用它决定：不可信的客户端提出的只读命令直接放行，
+辅助工具，不是课程内容。审批（`harness_lib.safety.approval`）用它决定：不可信的客户端提出的只读命令直接放行，
 没有人可问时只放行这些命令。`check_allowlist(command)` 返回 `Verdict`。
 
 白名单（`check_allowlist`）只认这些只读程序：`ls cat head tail wc pwd echo grep find date whoami`。

@@ -2,7 +2,7 @@
 
 辅助工具，不是课程内容。认得原文的例子“列出当前目录中的 Python 文件”、当前目录、日期、
 统计行数、打招呼；拿到工具结果后照着输出写一句中文总结。也在这里：脚本模式写回复用的
-`text_reply`、`tool_call`、`tool_reply`。
+`text_reply`、`scripted_call`、`tool_reply`。
 
 “走别的路”的模型（`OTHER_PATH_MODELS`）：请求里的模型名是下面这些时，回复换一种规则。
 它们模仿真实模型常见的另外几条路，让笔记本在测试里也要面对“模型没照剧本走”：
@@ -18,9 +18,9 @@ import os
 import re
 from typing import Any
 
-from .runner import list_py_command
+from ..safety.runner import list_py_command
 
-__all__ = ["OTHER_PATH_MODELS", "default_reply", "text_of", "text_reply", "tool_call", "tool_reply"]
+__all__ = ["OTHER_PATH_MODELS", "default_reply", "text_of", "text_reply", "scripted_call", "tool_reply"]
 
 TALK_ONLY = "fake-talk-only"
 OTHER_COMMANDS = "fake-other-commands"
@@ -36,7 +36,7 @@ def text_reply(content: str) -> dict:
     return {"role": "assistant", "content": content}
 
 
-def tool_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
+def scripted_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
     """脚本里的一个工具调用。
 
     ``arguments`` 是字典时用 ``json.dumps(ensure_ascii=False)`` 转成字符串；
@@ -55,7 +55,7 @@ def tool_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
 def tool_reply(*calls: dict, content: str | None = None) -> dict:
     """脚本里的一条 assistant 消息，带一个或几个工具调用（``finish_reason="tool_calls"``）。"""
     if not calls:
-        raise ValueError("tool_reply() 至少需要一个 tool_call(...)")
+        raise ValueError("tool_reply() 至少需要一个 scripted_call(...)")
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
@@ -268,7 +268,7 @@ def _other_path_reply(msgs: list[dict], tools: list[dict], model: str) -> dict:
             k -= 1
         outputs.reverse()
         return text_reply("我运行了别的命令，看到的是：" + "；".join(outputs))
-    return tool_reply(*(tool_call("bash", {"command": c}) for c in _other_commands()))
+    return tool_reply(*(scripted_call("bash", {"command": c}) for c in _other_commands()))
 
 
 def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
@@ -289,7 +289,7 @@ def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: 
     commands = _commands()
 
     def call(command: str) -> dict:
-        return tool_reply(tool_call("bash", {"command": command}))
+        return tool_reply(scripted_call("bash", {"command": command}))
 
     last_user = ""
     for m in reversed(msgs):
@@ -299,7 +299,7 @@ def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: 
     intent = _intent(last_user)
 
     if forced is not None and forced != "bash":
-        return tool_reply(tool_call(forced, {}))
+        return tool_reply(scripted_call(forced, {}))
 
     if msgs[-1].get("role") == "tool":
         # 收集末尾这一组工具结果，以及它们回应的那条 assistant 消息
@@ -339,8 +339,8 @@ def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: 
 
     if "bash" in names and _PWD.search(last_user) and _DATE.search(last_user):
         # 两件互不依赖的事（当前目录和日期）：一条回复里并行发出两个调用
-        return tool_reply(tool_call("bash", {"command": commands["pwd"]}),
-                          tool_call("bash", {"command": commands["date"]}))
+        return tool_reply(scripted_call("bash", {"command": commands["pwd"]}),
+                          scripted_call("bash", {"command": commands["date"]}))
 
     if intent in commands:
         if "bash" in names:

@@ -1,14 +1,13 @@
 """本地 OpenAI 兼容端点：把一个处理函数放到本机的 HTTP 端口上。
 
-辅助工具，不是课程内容。处理函数就是 `harness_lib.support.wire` 里说的 `handler(request) -> response`；
+辅助工具，不是课程内容。处理函数就是 `harness_lib.models.wire` 里说的 `handler(request) -> response`；
 离线客户端用的也是同一个处理函数，所以“离线”和“走真正的 HTTP”只差传输层。
 
 * `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障端点也用它）；
 * `start_server()`：提供离线假模型（``FakeHandler``），``with start_server() as server: ... server.base_url``；
 * `ensure_local_server()`：模型切换器里“本项目的本地端点”，进程内共享一个，按需启动；
-* `serves_fake(base_url)`：这个地址是不是本进程启动、仍在运行的假模型端点（审批据此判断是否可信）；
 * 命令行：``harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]``（装好项目后就有；
-  也可以写成 ``python -m harness_lib.support.endpoint``）。
+  也可以写成 ``python -m harness_lib.models.server``）。
 
 只用标准库的 ``http.server``。HTTP/1.1 keep-alive；流式响应用分块传输编码，每个 SSE 事件立刻发出；
 小响应不等 Nagle 算法攒包（``TCP_NODELAY``）。
@@ -28,10 +27,11 @@ from typing import Any, Callable
 import httpx2
 
 from .fake import DEFAULT_MODEL, FakeHandler, FakeModel
-from .fake_policy import OTHER_PATH_MODELS
+from .script import OTHER_PATH_MODELS
 from .wire import Rejected
+from ..safety.trust import forget_url, trust_url
 
-__all__ = ["LocalServer", "ensure_local_server", "main", "serve", "serves_fake", "start_server"]
+__all__ = ["LocalServer", "ensure_local_server", "main", "serve", "start_server"]
 
 MAX_BODY = 10_000_000  # 请求体上限（字节）
 _SKIPPED_HEADERS = {"content-length", "transfer-encoding", "connection"}
@@ -163,21 +163,6 @@ class _Bridge(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-# 本进程启动、仍在运行的假模型端点（base_url 的集合）。审批只信任这里面的地址。
-_fake_urls: set[str] = set()
-_fake_lock = threading.Lock()
-
-
-def _normal(base_url: Any) -> str:
-    return str(base_url or "").strip().rstrip("/")
-
-
-def serves_fake(base_url: Any) -> bool:
-    """`base_url` 是不是本进程启动、仍在运行的假模型端点。别的进程启动的端点一律不算。"""
-    with _fake_lock:
-        return _normal(base_url) in _fake_urls
-
-
 class LocalServer:
     """一个在后台线程里运行的本地端点。``base_url`` 交给 ``openai.OpenAI`` 使用。"""
 
@@ -192,8 +177,7 @@ class LocalServer:
         self.closed = False
         self._fake = fake
         if fake:
-            with _fake_lock:
-                _fake_urls.add(_normal(self.base_url))
+            trust_url(self.base_url)  # 审批据此信任指向它的客户端
 
     @property
     def connections(self) -> int:
@@ -206,8 +190,7 @@ class LocalServer:
             return
         self.closed = True
         if self._fake:
-            with _fake_lock:
-                _fake_urls.discard(_normal(self.base_url))
+            forget_url(self.base_url)
         stop = getattr(self.handler, "stop", None)
         if callable(stop):
             stop()

@@ -8,7 +8,7 @@ DeepSeek 的思考模式要求把 `reasoning_content` 传回去，阿里云百�
 （现存 / 部分修复 / 已修复，已修复的写明修复版本和日期，并用一句话说明防御代码为什么还值得留着：
 旧版本的服务器到处都是）。整张表核对于 `AS_OF` 这一天，`quirk_table()` 的状态一列标着这个日期。
 
-做法和别的替身一样，只在 HTTP 这一层动手（见 `harness_lib.support.wire`）：
+做法和别的替身一样，只在 HTTP 这一层动手（见 `harness_lib.models.wire`）：
 
 - `QuirkHandler(quirk=None, inner=None)`：处理函数的包装。先按怪脾气检查请求（该拒绝的就拒绝），
   再让里面的假模型作答，最后按怪脾气改写回复（普通的和流式的都改）。`quirk` 不写时，
@@ -24,9 +24,8 @@ import json
 from typing import Any, Iterable, NamedTuple
 
 import httpx2
-import pandas as pd
 
-from .endpoint import LocalServer, serve
+from .server import LocalServer, serve
 from .fake import FakeClient, FakeHandler, FakeModel
 from .wire import OfflineHTTP, Rejected, json_response, route, sse_response, with_body
 
@@ -44,8 +43,7 @@ __all__ = [
     "naive_loop",
     "naive_stream",
     "quirk_of",
-    "quirk_table",
-    "start_quirk_server",
+        "start_quirk_server",
 ]
 
 
@@ -253,19 +251,6 @@ def quirk_of(model: Any) -> str | None:
         return None
     name = model.rsplit("@", 1)[-1]
     return name if name in QUIRKS else None
-
-
-def quirk_table():
-    """所有怪脾气的一览表（`pandas.DataFrame`）：服务商、行为、版本范围、状态、修复于、为什么还要防、出处。
-
-    状态一列的表头写着核对日期（`STATUS_COLUMN`），`table.attrs["as_of"]` 也是它。
-    """
-    rows = [{"怪脾气": q.name, "服务商": q.provider, "行为": q.behaviour, "版本范围": q.versions,
-             STATUS_COLUMN: q.status, "修复于": q.fixed_in, "为什么还要防": q.why_keep, "出处": q.source}
-            for q in QUIRKS.values()]
-    table = pd.DataFrame(rows)
-    table.attrs["as_of"] = AS_OF
-    return table
 
 
 # ---------------------------------------------------------------------------

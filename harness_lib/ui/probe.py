@@ -32,11 +32,12 @@ import openai
 import pandas as pd
 import pydantic
 
-from .runner import BASH_TOOL
-from .errors import EndpointError, classify, explain_error
-from .streaming import accumulate
+from ..safety.runner import BASH_TOOL
+from ..models.errors import EndpointError, classify, explain_error
+from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
+from ..models.streaming import accumulate
 
-__all__ = ["CHECKS", "ERROR_HINTS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "VERDICTS", "probe", "probe_verdict"]
+__all__ = ["quirk_table", "CHECKS", "ERROR_HINTS", "HINTS", "IMPACT", "PARALLEL_PROMPT", "VERDICTS", "probe", "probe_verdict"]
 
 LIST_PY_PROMPT = "列出当前目录中的 Python 文件"
 PARALLEL_PROMPT = (
@@ -658,3 +659,16 @@ def probe_verdict(table) -> str:
         verdict += (f"另外，流式循环（08 的 agent_loop_stream）在这里用不了（见第 {number[stream_rows[0]]} 项），"
                     "用非流式的 agent_loop。")
     return verdict
+
+
+def quirk_table():
+    """所有怪脾气的一览表（`pandas.DataFrame`）：服务商、行为、版本范围、状态、修复于、为什么还要防、出处。
+
+    状态一列的表头写着核对日期（`STATUS_COLUMN`），`table.attrs["as_of"]` 也是它。
+    """
+    rows = [{"怪脾气": q.name, "服务商": q.provider, "行为": q.behaviour, "版本范围": q.versions,
+             STATUS_COLUMN: q.status, "修复于": q.fixed_in, "为什么还要防": q.why_keep, "出处": q.source}
+            for q in QUIRKS.values()]
+    table = pd.DataFrame(rows)
+    table.attrs["as_of"] = AS_OF
+    return table

@@ -1,6 +1,6 @@
 """故障端点：一个只在本机运行、故意出错的 OpenAI 兼容测试服务器。
 
-故障写成处理函数 `FaultHandler`（见 `harness_lib.support.wire`），由 `endpoint.serve` 放到本机端口上。
+故障写成处理函数 `FaultHandler`（见 `harness_lib.models.wire`），由 `endpoint.serve` 放到本机端口上。
 
 它不是课程内容本身，只放在 ``harness_lib`` 里，07_endpoint_faults 和 tests/test_faults.py 用它。
 真实端点会出的错（密钥不对、被限流、服务器出错、超时、返回网页、流式回复断掉……）
@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx2
 
-from .endpoint import LocalServer, serve
+from .server import LocalServer, serve
 from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel, _prompt_tokens
 from .net import closed_port_url, free_port, is_loopback
 from .wire import Rejected, json_response, sse_response, with_body

@@ -1,6 +1,6 @@
 """建客户端：服务商预设、按环境变量选模型、真实端点客户端的统一设置。
 
-辅助工具，不是课程内容。模型切换器（`harness_lib.support.switch`）的控件用这里的函数建客户端，
+辅助工具，不是课程内容。模型切换器（`harness_lib.ui.switch`）的控件用这里的函数建客户端，
 无头运行（nbclient、CI）直接用 `client_from_env()`：
 
 - `PRESETS`：服务商预设（下拉框里的名字、base_url、默认模型名、是否需要密钥），每个模型名都写着出处和
@@ -10,7 +10,7 @@
 - `real_client(base_url, api_key, extra_body=None)`：真实端点的 `openai.OpenAI`，重试次数和超时取
   `RETRY_POLICY`；给了 `extra_body` 时是 `PresetClient`，每次 `chat.completions.create` 都带上这几个字段
   （预设用它关掉默认开着的思考模式，见 `Preset.extra_body`）；
-- `fake_client()`：离线假模型，模型名是 `FAKE_MODEL`（即 `harness_lib.support.fake.DEFAULT_MODEL`）；
+- `fake_client()`：离线假模型，模型名是 `FAKE_MODEL`（即 `harness_lib.models.fake.DEFAULT_MODEL`）；
 - `needs_key(base_url)`：这个地址要不要密钥（本机服务不要）；
 - `learner_environment()`：去掉 `HARNESS_*`、`OPENAI_*` 之后的环境变量，也就是一个刚打开笔记本、
   什么都没设置的学习者看到的环境（默认假模型）。测试、性能测量和自动评分启动内核时用它。
@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 
 import openai
 
-from .endpoint import ensure_local_server
-from .errors import RETRY_POLICY, SwitchConfigError
-from .fake import DEFAULT_MODEL as FAKE_MODEL
-from .fake import FakeClient
-from .net import is_loopback
-from .secrets import NO_KEY
+from ..models.server import ensure_local_server
+from ..models.errors import RETRY_POLICY, SwitchConfigError
+from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
+from ..models.fake import FakeClient
+from ..models.net import is_loopback
+from ..safety.secrets import NO_KEY
 
 __all__ = [
     "DEFAULT_OPENAI_BASE_URL",

@@ -8,8 +8,8 @@
 - `check_model(client, model)`：只做前一半，返回 `ModelCheck`（在不在列表里、相近的名字、一句中文）；
 - `presets_table()`：所有预设的一张表：模型名、出处、核对日期、停用日期、思考模式怎样处理。
 
-客户端怎样建、环境变量怎样读在 `harness_lib.support.clients`（无头运行用那里的 `client_from_env()`）；
-失败的中文说明在 `harness_lib.support.errors.explain_error`；打码在 `harness_lib.support.secrets.redact`。
+客户端怎样建、环境变量怎样读在 `harness_lib.ui.clients`（无头运行用那里的 `client_from_env()`）；
+失败的中文说明在 `harness_lib.models.errors.explain_error`；打码在 `harness_lib.safety.secrets.redact`。
 
 密钥的去处：只在 Python 对象的私有属性里。环境变量 `OPENAI_API_KEY` 的值不会复制进任何控件；
 在密码框里粘贴的密钥会立刻移走，密码框清空，所以单元格输出、保存下来的控件状态和文件里都没有它。
@@ -27,6 +27,7 @@ import openai
 
 import ipywidgets as widgets
 import pandas as pd
+from IPython import get_ipython
 from traitlets import Unicode
 
 from .clients import (
@@ -41,9 +42,9 @@ from .clients import (
     preset_for,
     real_client,
 )
-from .endpoint import ensure_local_server
-from .errors import SwitchConfigError, classify, explain_error
-from .secrets import NO_KEY, redact
+from ..models.server import ensure_local_server
+from ..models.errors import SwitchConfigError, classify, explain_error
+from ..safety.secrets import NO_KEY, redact
 
 __all__ = ["ModelCheck", "ModelSwitch", "check_model", "closest_models", "model_switch", "presets_table"]
 
@@ -499,6 +500,41 @@ class ModelSwitch:
         return bundle
 
 
+# ---------------------------------------------------------------------------
+# 在 Jupyter 里：没被接住的端点错误，先给一句中文说明
+# ---------------------------------------------------------------------------
+
+_UNCAUGHT_HEAD = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
+
+
+def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
+    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
+    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    lines = [redact(line) for line in [_UNCAUGHT_HEAD, "  " + explain_error(value), ""] + list(stb)]
+    # IPython 执行格子时只调用这个函数、不管它的返回值，所以这里自己显示（内核把它作为错误输出发给前端）
+    shell._showtraceback(etype, redact(str(value)), lines)
+    return lines
+
+
+def explain_uncaught_errors(shell=None) -> bool:
+    """让 Jupyter 在显示没被接住的 openai SDK 异常时，先给出 `explain_error` 的中文说明。
+
+    学习者自己写的 `client.chat.completions.create(...)` 出错时（密钥不对、连不上、上下文太长……），
+    格子下面先是一句“出了什么事、该怎么办”，然后才是原来的调用栈，一行也不少；异常本身不变，
+    `try/except` 照样接得住，接住的异常不受影响。说明和调用栈里的密钥都会被抹掉。
+    `model_switch()` 调用它（每本笔记本开头都建切换器）；不在 IPython 里（普通 Python、测试进程）什么也不做，返回 False。
+    """
+    shell = shell if shell is not None else get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return False
+    shell.set_custom_exc((openai.APIError,), _show_with_explanation)
+    return True
+
+
 def model_switch(environ=None) -> ModelSwitch:
-    """建一个模型切换器并返回；放在格子最后一行就会显示。`environ` 默认是 `os.environ`。"""
+    """建一个模型切换器并返回；放在格子最后一行就会显示。`environ` 默认是 `os.environ`。
+
+    顺带装上 `explain_uncaught_errors`：之后没被接住的端点错误先显示一句中文说明。
+    """
+    explain_uncaught_errors()
     return ModelSwitch(environ=environ)
