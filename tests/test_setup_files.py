@@ -1,7 +1,8 @@
-"""安装与 CI 文件的一致性检查：environment.yml 与 pyproject 同步、Binder、Makefile、.ci/run。"""
+"""安装：environment.yml 与 pyproject 同步，Binder 的 postBuild、make test 的步骤，以及装进全新 venv 的 wheel。"""
 
 import re
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -60,45 +61,91 @@ def test_openai_sdk_is_the_3x_line():
     assert sdk.__version__.split(".")[0] == "3"
 
 
-def test_binder_files():
-    post = (ROOT / "postBuild").read_text(encoding="utf-8")
-    assert "set -e" in post and "pip install" in post and "-e ." in post
+def test_postbuild_installs_the_project_and_stops_at_the_first_failure(tmp_path):
+    """Binder 跑 postBuild：它要装上本项目；哪一步失败就停下（set -e），不带着半装好的环境继续。"""
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "pip.log"
+    fake_pip = bin_dir / "pip"
+    fake_pip.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit "${{PIP_EXIT:-0}}"\n', encoding="utf-8")
+    fake_pip.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    done = subprocess.run(["bash", str(ROOT / "postBuild")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "install" in log.read_text() and "-e ." in log.read_text()
+    failing = subprocess.run(["bash", "-c", f"cat {ROOT / 'postBuild'}; echo still-running"], capture_output=True,
+                             text=True).stdout
+    done = subprocess.run(["bash", "-c", failing], cwd=ROOT, env={**env, "PIP_EXIT": "1"},
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "still-running" not in done.stdout, "pip 失败后 postBuild 应当停下"
     assert not (ROOT / "binder").exists(), "binder/ 目录会让 repo2docker 忽略根目录的文件"
 
 
-def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"^make test\b", ci, re.M)
-    assert "make test" in readme and "make lab" in readme
-
-
-def test_makefile_targets():
-    mk = (ROOT / "Makefile").read_text(encoding="utf-8")
-    for target in ("lab:", "test:", "test-browser:", "bench:"):
-        assert target in mk
-    assert "python3" in mk and "-m venv" in mk
-    assert "--allow-root" in mk
-    assert "notebooks/00_setup.ipynb" in mk
-
-
-def test_a_wheel_holds_the_whole_package_and_imports_from_it(tmp_path):
-    """`pip install .` 和 `pip install git+…` 用的是 wheel：里面要有课程层和支撑层，装好就能导入。"""
+def test_make_test_builds_its_own_venv_and_runs_the_offline_tests(tmp_path):
+    """`make -n test`（只打印、不执行）：在一个不存在的 venv 上，make test 先建 venv、装包，再跑离线的测试。"""
     import subprocess
+
+    venv = tmp_path / "venv"
+    done = subprocess.run(["make", "-n", "test", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    plan = done.stdout
+    assert plan.index("-m venv") < plan.index("pip install") < plan.index("-m pytest")
+    assert '-m "not browser and not real"' in plan
+
+
+def _build(tmp_path):
+    """用 PyPA 的 build 按 pyproject.toml 建 sdist，再从 sdist 建 wheel（和 pip 一样的隔离环境）。"""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    return next(tmp_path.glob("*.whl")), next(tmp_path.glob("*.tar.gz"))
+
+
+def test_a_wheel_installed_into_a_fresh_venv_runs_a_notebook(tmp_path):
+    """`pip install .` 和 `pip install git+…` 装的是 wheel：wheel 和 sdist 里要有每个子包；
+    把 wheel（不是 -e）装进一个全新的 venv，用那个 venv 的内核从头执行一本笔记本。
+
+    新 venv 的依赖（openai、jupyter……）借用开发 venv 里已经装好的，免得每次从网上下载几百 MB：
+    一个 .pth 把开发 venv 的 site-packages 接在后面。那里的 harness_lib 是可编辑安装的钩子，
+    放在 .pth 指向的目录里不会生效，所以导入的一定是新 venv 里从 wheel 装上的那一份（下面也查了）。
+    """
+    import subprocess
+    import sysconfig
+    import tarfile
     import zipfile
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
-                    "--wheel-dir", str(tmp_path), str(ROOT)], check=True)
-    wheel = next(tmp_path.glob("harness_lib-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ["harness_lib/__init__.py", "harness_lib/lesson/loop.py", "harness_lib/lesson/tools.py",
-                   "harness_lib/ui/step.py", "harness_lib/models/fake.py"]:
-        assert module in names, f"wheel 里缺少 {module}"
-    unpacked = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(unpacked)
-    # 只从解开的 wheel 导入（它排在 sys.path 最前面），不碰源码目录
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import harness_lib, harness_lib.lesson.loop as loop; "
-            "assert harness_lib.__file__.startswith(sys.argv[1]), harness_lib.__file__; print(loop.agent_loop.__name__)")
-    done = subprocess.run([sys.executable, "-c", code, str(unpacked)], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "agent_loop"
+    wheel, sdist = _build(tmp_path / "dist")
+    in_wheel = set(zipfile.ZipFile(wheel).namelist())
+    in_sdist = {name.split("/", 1)[1] for name in tarfile.open(sdist).getnames() if "/" in name}
+    for package in ["harness_lib", "harness_lib/lesson", "harness_lib/models", "harness_lib/safety", "harness_lib/ui"]:
+        assert f"{package}/__init__.py" in in_wheel, f"wheel 里缺少 {package}"
+        assert f"{package}/__init__.py" in in_sdist, f"sdist 里缺少 {package}"
+    for readme in ["harness_lib/models/README.md", "harness_lib/safety/README.md", "harness_lib/ui/README.md"]:
+        assert readme in in_sdist and readme in in_wheel, f"sdist 或 wheel 里缺少 {readme}"
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "dev-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)],
+                   check=True, cwd=tmp_path)
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, harness_lib, nbformat\n"
+        "from nbclient import NotebookClient\n"
+        "assert harness_lib.__file__.startswith(sys.prefix), harness_lib.__file__\n"
+        "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+        "NotebookClient(nb, timeout=120, kernel_name='python3', shutdown_kernel='immediate',\n"
+        "               resources={'metadata': {'path': sys.argv[2]}}).execute()\n"
+        "print('cells', len(nb.cells), harness_lib.__file__)\n", encoding="utf-8")
+    done = subprocess.run([str(python), str(script), str(ROOT / "notebooks" / "04_failure_paths.ipynb"), str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "HARNESS_MODE": "fake"})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert str(venv) in done.stdout, "导入的应当是新 venv 里装上的 harness_lib"
