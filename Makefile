@@ -9,7 +9,7 @@ comma  := ,
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-real test-browser bench lesson release autograde clean
+.PHONY: lab test test-real test-browser site bench lesson release autograde clean
 
 # 每组 extras 一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……
 # venv 缺失或解释器坏掉就重建；pyproject.toml 比标记新就重装。
@@ -32,8 +32,14 @@ $(VENV)/.installed-dev-real: export CMAKE_ARGS = -DGGML_NATIVE=OFF
 test-real: $(VENV)/.installed-dev-real
 	$(PY) -m pytest -m real tests/test_real_mode.py
 
-test-browser: $(VENV)/.installed-dev-browser
+# 浏览器测试也打开网站（tests/test_site.py），所以先 make site
+test-browser: $(VENV)/.installed-dev-browser site
 	$(PY) -m pytest -m browser
+
+# 网站：每本笔记本用离线假模型执行一遍（有缓存），渲染成静态网页 _build/site/index.html。
+# 学生版用 nbgrader（teach）；mermaid 和 ipywidgets 的前端脚本用 npm 按固定版本取
+site: $(VENV)/.installed-dev-teach-site
+	$(PY) scripts/build_site.py
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m benchmarks
@@ -50,4 +56,4 @@ autograde: $(VENV)/.installed-dev-teach
 	$(PY) coursework/course.py autograde $(SUBMISSIONS) --out grades
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache _build
