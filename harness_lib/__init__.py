@@ -43,9 +43,9 @@ _PUBLIC = {
     **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
     # ui：看得见的部分
     **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
-    "client_from_env": "ui.clients",
+    **dict.fromkeys(["client_from_env", "quirk_table"], "ui.clients"),
     **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
-    **dict.fromkeys(["IMPACT", "probe", "probe_verdict", "quirk_table"], "ui.probe"),
+    **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
     **dict.fromkeys(["ask_model", "run_loop"], "ui.step"),
 }
 _ROLES = ("lesson", "models", "safety", "ui")

@@ -1,14 +1,11 @@
-"""`harness_lib/safety/approval.py` 的测试：谁可信、guard 包住分发表、三种选择、白名单、无头退回、环境变量策略。
+"""审批（`harness_lib/safety/approval.py`）与白名单的测试：谁可信、guard 包住分发表、三种选择、无头退回、环境变量策略。
 
 命令都是真实子进程，文件工具用的是 `make_file_tools` 的真处理函数，都在 tmp_path 里运行；
 “有没有启动进程”“文件有没有变”都在磁盘上检查。
 """
 
-import ast
 import builtins
 import json
-import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
@@ -18,35 +15,33 @@ from IPython.core.error import StdinNotImplementedError
 from nbclient import NotebookClient
 
 from harness_lib import (
+    DENIED_PREFIX,
     HANDLERS,
     FakeClient,
     Recorder,
     ReplayClient,
+    Verdict,
     agent_loop,
+    check_allowlist,
     client_from_env,
+    decide,
+    describe,
     execute_tool_call,
+    guard,
     make_file_tools,
     model_switch,
+    parse_answer,
+    policy_from_env,
     run_bash,
     start_server,
     text_reply,
     scripted_call,
     tool_reply,
+    trusted,
 )
 from harness_lib.safety import approval
 from harness_lib.safety import runner
-from harness_lib.safety.approval import (
-    DENIED_PREFIX,
-    Guarded,
-    Verdict,
-    check_allowlist,
-    decide,
-    describe,
-    guard,
-    parse_answer,
-    policy_from_env,
-    trusted,
-)
+from harness_lib.safety.approval import Guarded
 from harness_lib.ui.clients import learner_environment
 
 NOWHERE = "http://127.0.0.1:9/v1"  # discard 端口：没有任何服务，也不会真的发请求
@@ -123,13 +118,10 @@ def popen_count(monkeypatch):
 
 
 def test_the_offline_fake_is_trusted():
-    assert trusted(FakeClient())
-    assert trusted(FakeClient(script=[text_reply("好")]))
-
     class Scripted(FakeClient):
         """假模型的子类：回复仍由本项目的代码决定。"""
 
-    assert trusted(Scripted())
+    assert trusted(FakeClient()) and trusted(FakeClient(script=[text_reply("好")])) and trusted(Scripted())
 
 
 def test_a_client_of_the_fake_endpoint_is_trusted_until_it_closes():
@@ -145,35 +137,24 @@ def test_a_client_of_the_fake_endpoint_is_trusted_until_it_closes():
     assert not trusted(client)  # 端口关了，以后谁占了这个端口都不知道
 
 
-@pytest.mark.parametrize("client", [
-    None,
-    object(),
-    SimpleNamespace(base_url=None),
-    SimpleNamespace(base_url="http://127.0.0.1:8000/v1"),  # 像本地端点，但不是本进程启动的
-    SimpleNamespace(base_url="not a url"),
-    openai.OpenAI(base_url=NOWHERE, api_key="x"),
-    openai.OpenAI(base_url="https://api.deepseek.com/v1", api_key="x"),
-    openai.OpenAI(base_url="http://localhost:11434/v1", api_key="x"),  # 本机的 Ollama
-], ids=["None", "object", "base_url=None", "local-looking", "not-a-url", "discard-port", "deepseek", "ollama"])
-def test_everything_else_is_untrusted(client):
-    assert not trusted(client)
-
-
-def test_an_object_whose_base_url_raises_is_untrusted():
+def test_everything_else_is_untrusted():
     class Weird:
         @property
         def base_url(self):
             raise RuntimeError("坏了")
 
-    assert not trusted(Weird())
+    for client in [None, object(), Weird(), SimpleNamespace(base_url=None),
+                   SimpleNamespace(base_url="http://127.0.0.1:8000/v1"),  # 像本地端点，但不是本进程启动的
+                   openai.OpenAI(base_url="https://api.deepseek.com/v1", api_key="x"),
+                   openai.OpenAI(base_url="http://localhost:11434/v1", api_key="x")]:  # 本机的 Ollama
+        assert not trusted(client), client
 
 
 def test_clients_from_the_switch():
     assert not trusted(client_from_env(REAL_ENV)[0])
     assert trusted(client_from_env({})[0])  # 默认：离线假模型
     assert trusted(client_from_env({"HARNESS_MODE": "local"})[0])  # 本进程按需启动的本地端点
-    switch = model_switch(environ=REAL_ENV)
-    assert not trusted(switch.current()[0])
+    assert not trusted(model_switch(environ=REAL_ENV).current()[0])
 
 
 def test_a_replay_is_untrusted(tmp_path):
@@ -185,48 +166,23 @@ def test_a_replay_is_untrusted(tmp_path):
     assert not trusted(recorder)  # 录制器包着的客户端也不看：它不是假模型本身
 
 
-def test_no_process_global_state(tmp_path, files):
-    """交出一个真实端点的客户端，不会改变别处的任何判断；run_bash 自己也不审批。"""
-    for name in ("note_endpoint", "active_endpoint", "using_endpoint", "requires_approval", "check"):
-        assert not hasattr(approval, name), name
-    real, _ = client_from_env(REAL_ENV)
-    assert not trusted(real)
-    assert guard(files, FakeClient(), ask=nobody_may_ask) is files
-    assert run_bash("touch marker.txt") == "(没有输出)"
-    assert (tmp_path / "marker.txt").exists()
-
-
-def test_approval_does_not_import_the_lesson_layer():
-    """审批在辅助层：连函数里面也不导入 harness_lib.lesson。"""
-    tree = ast.parse(Path(approval.__file__).read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            names = [("." * node.level) + (node.module or "")]
-        elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        assert not any("lesson" in name for name in names), names
-
-
 # ---------------------------------------------------------------------------
 # guard：按客户端决定要不要审批
 # ---------------------------------------------------------------------------
 
 
-def test_guard_leaves_the_fake_alone(tmp_path, files):
-    assert guard(files, FakeClient(), ask=nobody_may_ask) is files
-    assert guard(files, FakeClient(), "auto", ask=nobody_may_ask) is files
-    script = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
-    messages = [{"role": "user", "content": "建一个文件"}]
-    agent_loop(messages, client=script, model="scripted", handlers=guard(HANDLERS, script, ask=nobody_may_ask))
-    assert (tmp_path / "marker.txt").exists()
-
-
-def test_guard_leaves_the_fake_endpoint_alone(files):
+def test_guard_leaves_the_fake_alone_under_every_policy(tmp_path, files):
+    """策略管的是不可信的客户端：假模型提出的调用是笔记本作者写的，照常运行、从不询问。"""
+    for policy in (None, "ask", "allowlist", "deny"):
+        assert guard(files, FakeClient(), policy, ask=nobody_may_ask) is files
     with start_server() as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key="x")
-        assert guard(files, client, ask=nobody_may_ask) is files
+        assert guard(files, openai.OpenAI(base_url=server.base_url, api_key="x"), ask=nobody_may_ask) is files
+    client_from_env(REAL_ENV)  # 交出一个真实端点的客户端，不改变别处的判断
+    script = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "touch marker.txt"})), text_reply("好了")])
+    agent_loop([{"role": "user", "content": "建一个文件"}], client=script, model="scripted",
+               handlers=guard(HANDLERS, script, "deny", ask=nobody_may_ask))
+    assert (tmp_path / "marker.txt").exists()
+    assert run_bash("touch plain.txt") == "(没有输出)" and (tmp_path / "plain.txt").exists()  # run_bash 自己不审批
 
 
 def test_guard_asks_for_a_plain_openai_client(tmp_path, files, plain_client, popen_count):
@@ -311,17 +267,6 @@ def test_what_the_person_is_shown(files, plain_client):
     assert "'app.py'" in edit_long and f"共 {len(long_old)} 个字符" in edit_long and long_old not in edit_long
     assert edit == "edit_file：在 'app.py' 里把 'hi' 换成 'bye'"
     assert describe("bash", {"command": "ls\nrm x"}) == "ls\nrm x"  # 命令从不截短
-
-
-@pytest.mark.parametrize("policy", ["ask", "allowlist", "deny"])
-def test_a_policy_never_gates_the_offline_fake(tmp_path, files, policy):
-    """策略管的是不可信的客户端；脚本模式的假模型提出的调用是笔记本作者写的，照常运行、从不询问。"""
-    def never(text):
-        raise AssertionError(f"假模型的调用不应当询问：{text}")
-
-    assert guard(files, FakeClient(), policy, ask=never) is files
-    execute_tool_call(bash_call("touch marker.txt"), guard(files, FakeClient(), policy, ask=never))
-    assert (tmp_path / "marker.txt").exists()
 
 
 def test_a_misspelt_env_policy_denies_untrusted_clients_but_not_the_fake(monkeypatch, files, plain_client):
@@ -486,30 +431,17 @@ def test_denial_reaches_the_model_and_the_loop_goes_on(tmp_path):
 # ---------------------------------------------------------------------------
 
 
-def test_approve():
-    ask = answers("y")
-    verdict = decide("touch a.txt", policy="ask", ask=ask)
-    assert verdict.allowed and verdict.by == "人工"
-    assert ask.asked == ["touch a.txt"]
-
-
-def test_deny_with_reason_and_without():
-    verdict = decide("rm a.txt", policy="ask", ask=answers("n 不要删文件"))
-    assert not verdict and verdict.message == "错误（执行授权失败）：用户拒绝执行：不要删文件"
-    verdict = decide("rm a.txt", policy="ask", ask=answers("n"))
-    assert not verdict and "没有说明原因" in verdict.reason
-
-
-def test_always_in_decide_only_approves_this_once():
-    ask = answers("a", "n")
+def test_decide_y_n_a_without_memory():
+    ask = answers("y", "n 不要删文件", "n", "a", "n")
+    approved = decide("touch a.txt", policy="ask", ask=ask)
+    assert approved.allowed and approved.by == "人工"
+    denied = decide("rm a.txt", policy="ask", ask=ask)
+    assert not denied and denied.message == DENIED_PREFIX + "用户拒绝执行：不要删文件"
+    assert "没有说明原因" in decide("rm a.txt", policy="ask", ask=ask).reason
     assert decide("touch a.txt", policy="ask", ask=ask).allowed
-    assert not decide("touch a.txt", policy="ask", ask=ask).allowed  # decide 没有记忆：又问了
-    assert ask.asked == ["touch a.txt", "touch a.txt"]
-
-
-def test_decide_asks_by_default_when_someone_can_answer():
-    verdict = decide("touch a.txt", ask=answers("n 不行"))  # 默认 auto：decide 不看客户端，按不可信处理
-    assert not verdict and verdict.by == "人工"
+    assert not decide("touch a.txt", policy="ask", ask=ask).allowed  # decide 没有记忆：答过 a 也又问了
+    assert ask.asked == ["touch a.txt", "rm a.txt", "rm a.txt", "touch a.txt", "touch a.txt"]
+    assert decide("touch a.txt", ask=answers("n 不行")).by == "人工"  # 默认 auto：按不可信处理，问人
 
 
 def test_unclear_answers_are_asked_again_then_denied():
@@ -519,14 +451,12 @@ def test_unclear_answers_are_asked_again_then_denied():
     assert decide("touch a.txt", policy="ask", ask=answers("好吧", "y")).allowed
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("y", ("y", "")), ("Y", ("y", "")), ("yes", ("y", "")), ("批准", ("y", "")),
-    ("n 不要删文件", ("n", "不要删文件")), ("n不要删", ("n", "不要删")), ("拒绝：太危险", ("n", "太危险")),
-    ("no, 不行", ("n", "不行")), ("a", ("a", "")), ("always", ("a", "")), ("总是", ("a", "")),
-    ("nope", (None, "")), ("", (None, "")), (None, (None, "")), ("ok", (None, "")),
-])
-def test_parse_answer(text, expected):
-    assert parse_answer(text) == expected
+def test_parse_answer():
+    cases = {"Y": ("y", ""), "批准": ("y", ""), "n 不要删文件": ("n", "不要删文件"), "n不要删": ("n", "不要删"),
+             "拒绝：太危险": ("n", "太危险"), "no, 不行": ("n", "不行"), "always": ("a", ""), "总是": ("a", ""),
+             "nope": (None, ""), "ok": (None, ""), "": (None, ""), None: (None, "")}
+    for text, expected in cases.items():
+        assert parse_answer(text) == expected, text
 
 
 def test_verdict():
@@ -539,69 +469,56 @@ def test_verdict():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [
-    "ls", "ls -la", "ls *.py", "cat README.md", "head -n 3 app.py", "tail -n 2 data/notes.txt", "wc -l app.py",
-    "pwd", "echo 你好", "grep -rn greet .", "find . -name '*.py'", "find . -type f", "date", "date +%s",
-    "whoami", "date -d tomorrow +%F", "date --date tomorrow", "date -Iseconds", "date -u", "cat /dev/zero",
-    "tail -f app.py", "grep -r greet src", "cat notes/process.txt",
-    "ls | grep py | wc -l", "echo 'a; rm -rf x'", "echo '$(rm x)'", 'echo "a|b"', "grep '#include' a.c",
-    "l\\s", '"ls" -la',
-])
-def test_allowlist_allows_read_only_commands(command):
-    verdict = check_allowlist(command, windows=False)
-    assert verdict.allowed, verdict.reason
+def test_allowlist_allows_read_only_commands():
+    for command in ["ls -la", "ls *.py", "cat README.md | wc -l", "ls | grep py | wc -l", "grep -rn greet .",
+                    "find . -name '*.py'", "date +%s", "date -u", "whoami", "cat /dev/zero", "tail -f app.py",
+                    "echo 'a; rm -rf x'", 'echo "a|b"', "grep '#include' a.c", "l\\s", '"ls" -la']:
+        verdict = check_allowlist(command, windows=False)
+        assert verdict.allowed, (command, verdict.reason)
 
 
-@pytest.mark.parametrize("command,why", [
-    ("rm -rf x", "rm"), ("sudo ls", "sudo"), ("python app.py", "python"), ("/bin/ls", "/bin/ls"),
-    ("\\rm x", "rm"), ("PAGER=less git log", "PAGER"),
-    ("ls; rm x", ";"), ("ls && rm x", "&"), ("ls || rm x", "||"), ("ls &", "&"), ("ls |& cat", "|&"),
-    ("ls | sh", "sh"), ("cat app.py | python", "python"), ("ls |", "两边"), ("| ls", "两边"),
-    ("echo hi > out.txt", ">"), ("echo hi >> out.txt", ">"), ("cat < /etc/hostname", "<"),
-    ("cat <(ls)", "<"), ("echo $(rm x)", "$"), ('echo "$(rm x)"', "$"), ("echo `rm x`", "反引号"),
-    ('echo "`rm x`"', "反引号"), ("echo $HOME", "$"), ("ls ${IFS}", "$"), ("ls\nrm x", "换行"),
-    ("ls\rrm x", "换行"), ("ls\x00", "控制字符"), ("(ls)", "括号"), ("{ ls; }", "花括号"), ("echo {a,b}", "花括号"),
-    ("ls # rm", "#"), ("echo 'x", "引号"), ("ls \\", "反斜杠"), ("", "空命令"), ("   ", "空命令"),
-    ("find . -delete", "-delete"), ("find . '-delete'", "-delete"), ("find . -exec rm {} +", "花括号"),
-    ("find . -exec rm x", "-exec"), ("find . -execdir ls", "-execdir"), ("find . -fprint out", "-fprint"),
-    ("find * -name x", "通配符"), ("find . -name *.py", "通配符"),
-    ("date -s 2020-01-01", "-s"), ("date --set=now", "-s"), ("date -us now", "-s"),
-    # GNU getopt：长选项无歧义的前缀就是那个选项
-    ("date --s=2020-01-01", "--set"), ("date --se 2020-01-01", "--set"), ("date --set", "--set"),
-    ("date 010100002030", "设置系统时间"), ("date -u 0101", "设置系统时间"), ("date -- 0101", "设置系统时间"),
-    # git 读仓库的配置，配置可以点名程序：一律先问人
-    ("git status", "core.fsmonitor"), ("git diff", "diff.external"), ("git log -p", "textconv"),
-    ("git show HEAD", "git 不在"), ("git push", "git 不在"), ("git -c core.pager=x log", "git 不在"),
-    # 别的进程的环境变量、内存，以及凭据文件
-    ("cat /proc/self/environ", "proc"), ("cat /proc/1/environ", "proc"), ("grep -a KEY /proc/*/environ", "proc"),
-    ("cat /proc/self/mem", "proc"), ("cat /proc/1/cmdline", "proc"), ("head -c 99 /proc/self/environ", "proc"),
-    ("cat ../../../../../proc/1/environ", "proc"), ("cat /pr?c/1/environ", "proc"), ("cat /*/self/environ", "proc"),
-    ("cat //proc/./self/environ", "proc"), ("cat /pro\\c/self/environ", "proc"), ("cat '/proc/self/environ'", "proc"),
-    ("grep -f/proc/self/environ x", "proc"), ("grep --file=/proc/self/environ x", "proc"),
-    ("ls /proc", "proc"), ("cat /dev/mem", "/dev/mem"), ("cat /dev/kmem", "/dev/kmem"),
-    ("cat ~/.ssh/id_rsa", ".ssh"), ("cat ~/.aws/credentials", ".aws"), ("cat ~/.netrc", ".netrc"),
-    ("cat .env", ".env"), ("cat ~/.s?h/id_rsa", ".ssh"),
-    # 递归的 grep 不能走出工作目录（/ 下面就有 /proc）
-    ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -r KEY ~", "递归"), ("grep -R KEY .", "-R"),
-    ("grep --recursive KEY /home", "递归"), ("grep --rec KEY /", "递归"), ("grep -d recurse KEY /", "递归"),
-])
-def test_allowlist_denies_tricky_commands(command, why):
-    verdict = check_allowlist(command, windows=False)
-    assert not verdict.allowed, command
-    assert why in verdict.reason, verdict.reason
-    assert verdict.by == "白名单"
+def denied(cases):
+    for command, why in cases:
+        verdict = check_allowlist(command, windows=False)
+        assert not verdict.allowed and verdict.by == "白名单", command
+        assert why in verdict.reason, (command, verdict.reason)
 
 
-def test_allowlist_non_string():
-    assert not check_allowlist(["ls"]).allowed
+def test_allowlist_denies_what_makes_the_shell_do_more():
+    denied([("rm -rf x", "rm"), ("\\rm x", "rm"), ("/bin/ls", "/bin/ls"), ("PAGER=less git log", "PAGER"),
+            ("ls; rm x", ";"), ("ls && rm x", "&"), ("ls || rm x", "||"), ("ls |& cat", "|&"),
+            ("ls | sh", "sh"), ("ls |", "两边"), ("echo hi > out.txt", ">"), ("cat < /etc/hostname", "<"),
+            ("cat <(ls)", "<"), ("echo $(rm x)", "$"), ('echo "$(rm x)"', "$"), ('echo "`rm x`"', "反引号"),
+            ("echo $HOME", "$"), ("ls\nrm x", "换行"), ("ls\x00", "控制字符"), ("(ls)", "括号"),
+            ("echo {a,b}", "花括号"), ("ls # rm", "#"), ("echo 'x", "引号"), ("ls \\", "反斜杠"), ("   ", "空命令")])
+
+
+def test_allowlist_denies_arguments_that_change_things():
+    denied([("find . -delete", "-delete"), ("find . '-delete'", "-delete"), ("find . -exec rm x", "-exec"),
+            ("find . -fprint out", "-fprint"), ("find . -name *.py", "通配符"),
+            # GNU getopt：长选项无歧义的前缀就是那个选项，`--s` 就是 `--set`
+            ("date --s=2020-01-01", "--set"), ("date -s 2020-01-01", "设置系统时间"), ("date 0101", "设置系统时间"),
+            # git 读仓库的配置，配置可以点名程序：一律先问人
+            ("git status", "core.fsmonitor"), ("git log -p", "textconv")])
+
+
+def test_allowlist_denies_other_processes_secrets_and_credentials():
+    denied([("cat /proc/self/environ", "proc"), ("cat ../../../../../proc/1/environ", "proc"),
+            ("cat //proc/./self/environ", "proc"), ("cat /pro\\c/self/environ", "proc"),
+            ("cat /pr?c/1/environ", "proc"), ("cat /*/self/environ", "proc"),
+            ("grep -a KEY /proc/*/environ", "proc"),
+            ("grep -f/proc/self/environ x", "proc"), ("grep --file=/proc/self/environ x", "proc"),
+            ("cat /dev/mem", "内存设备"), ("cat ~/.ssh/id_rsa", ".ssh"), ("cat .env", ".env"),
+            # 递归的 grep 不能走出工作目录（/ 下面就有 /proc）
+            ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -r KEY ~", "递归"),
+            ("grep --rec KEY /", "递归"), ("grep -d recurse KEY /", "递归"), ("grep -R KEY .", "-R")])
 
 
 def test_allowlist_on_windows_is_stricter():
     assert check_allowlist("dir /b *.py", windows=True).allowed
-    assert check_allowlist("type README.md", windows=True).allowed
-    for command in ["dir & calc", "type 'a & calc'", 'type "a & calc"', "dir | more", "echo %PATH%",
-                    "del app.py", "ls"]:
+    for command in ["dir & calc", 'type "a & calc"', "dir | more", "echo %PATH%", "del app.py", "ls"]:
         assert not check_allowlist(command, windows=True).allowed, command
+    assert not check_allowlist(["ls"]).allowed
 
 
 def test_allowlist_verdicts_match_what_the_shell_does(tmp_path):
@@ -627,7 +544,7 @@ def test_ask_stdin_without_terminal_returns_none(capsys):
 
 def test_ask_stdin_in_a_kernel_without_stdin(monkeypatch, capsys):
     """nbclient 无头运行：内核里的 input() 抛 StdinNotImplementedError。"""
-    monkeypatch.setattr(approval, "_in_kernel", lambda: True)
+    monkeypatch.setattr(approval, "_can_ask", lambda: True)
 
     def no_stdin(prompt=""):
         raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
@@ -637,7 +554,7 @@ def test_ask_stdin_in_a_kernel_without_stdin(monkeypatch, capsys):
 
 
 def test_ask_stdin_uses_input_when_available(monkeypatch, capsys, tmp_path, plain_client):
-    monkeypatch.setattr(approval, "_in_kernel", lambda: True)
+    monkeypatch.setattr(approval, "_can_ask", lambda: True)
     prompts = []
     monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "n 不行")
     gated = guard(HANDLERS, plain_client)
@@ -680,24 +597,19 @@ def test_policy_from_env():
         policy_from_env({"HARNESS_APPROVAL": "alow"})
 
 
-@pytest.mark.parametrize("policy,ls_ok,rm_ok", [
-    (None, True, False),  # 默认 auto：不可信、无头时退回白名单
-    ("auto", True, False),
-    ("ask", True, False),
-    ("allowlist", True, False),
-    ("allow", True, True),
-    ("deny", False, False),
-    ("alow", False, False),  # 写错了：不当成放行
-])
-def test_env_policies_for_an_untrusted_client(monkeypatch, plain_client, policy, ls_ok, rm_ok):
-    if policy is not None:
-        monkeypatch.setenv("HARNESS_APPROVAL", policy)
-    assert decide("ls").allowed is ls_ok
-    assert decide("rm a.txt").allowed is rm_ok
-    gated = guard(HANDLERS, plain_client)
-    assert execute_tool_call(bash_call("rm a.txt"), gated).startswith(DENIED_PREFIX) is not rm_ok
-    if policy == "alow":
-        assert "HARNESS_APPROVAL" in decide("ls").reason
+def test_env_policies_for_an_untrusted_client(monkeypatch, tmp_path, plain_client):
+    table = {None: (True, False),  # 默认 auto：不可信、无头时退回白名单
+             "auto": (True, False), "ask": (True, False), "allowlist": (True, False), "allow": (True, True),
+             "deny": (False, False), "alow": (False, False)}  # 写错了：不当成放行
+    for policy, (ls_ok, rm_ok) in table.items():
+        if policy is not None:
+            monkeypatch.setenv("HARNESS_APPROVAL", policy)
+        (tmp_path / "a.txt").write_text("x")
+        assert decide("ls").allowed is ls_ok and decide("rm a.txt").allowed is rm_ok, policy
+        text = execute_tool_call(bash_call("rm a.txt"), guard(HANDLERS, plain_client))
+        assert text.startswith(DENIED_PREFIX) is not rm_ok, policy
+        assert (tmp_path / "a.txt").exists() is not rm_ok, policy
+    assert "HARNESS_APPROVAL" in decide("ls").reason  # 最后一个是写错的 alow：理由里说明可选的值
 
 
 def test_allowlist_policy_never_asks(plain_client, files):

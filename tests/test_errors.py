@@ -86,7 +86,6 @@ def samples():
         api_error(429, "slow down"),
         api_error(502, "bad gateway"),
         api_error(400, "messages[1] is wrong"),
-        api_error(422, "unprocessable"),
         api_error(408, "request timeout"),
         api_error(409, "conflict"),
         api_error(418, "teapot"),

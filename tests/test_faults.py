@@ -16,7 +16,8 @@ from harness_lib.models.errors import EndpointError, call_model, explain_error
 from harness_lib.models.streaming import collect_stream
 from harness_lib.models.fake import api_error
 from harness_lib.models.faults import (CONTEXT_LIMIT, FAULTS, MODELS, PROVIDER_BODIES, REASONING_TOKENS,
-                                        closed_port_url, free_port, start_fault_server)
+                                        closed_port_url, start_fault_server)
+from harness_lib.models.net import free_port
 from harness_lib.lesson.loop import TOOLS
 
 SENTINEL = "SENTINEL-key-8f3a9c27d1e5"  # 假密钥：任何输出里都不许出现它

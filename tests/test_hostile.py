@@ -43,7 +43,7 @@ import openai
 import pytest
 
 from harness_lib import FakeClient, agent_loop, make_file_tools, text_reply, scripted_call, tool_reply
-from harness_lib.safety.approval import DENIED_PREFIX, describe, guard, trusted
+from harness_lib import DENIED_PREFIX, describe, guard, trusted
 from harness_lib.models.server import serve
 from harness_lib.models.fake import FakeHandler, FakeModel
 from harness_lib.models.record import Recorder, ReplayClient

@@ -11,14 +11,13 @@ from harness_lib import FakeClient, start_server, text_reply
 from harness_lib.models.server import serve
 from harness_lib.safety.runner import BASH_TOOL
 from harness_lib.models.fake import FakeHandler, FakeModel, api_error
-from harness_lib.ui.probe import (CHECKS, ERROR_HINTS, HINTS, IMPACT, PARALLEL_PROMPT, VERDICTS, probe,
-                                       probe_verdict)
+from harness_lib.ui.probe import (CHECKS, ERROR_HINT, HINTS, IMPACT, NO_CONTENT_HINT, TIMEOUT_HINT, AS_IS,
+                                  probe, probe_verdict)
 from harness_lib.models.wire import sse_response
 from harness_lib.models.quirks import QuirkClient, start_quirk_server
 
 MODEL = "fake-agent-1"
 SENTINEL = "sk-probe-sentinel-5f3a9c"
-PARALLEL = "并行工具调用"
 
 
 
@@ -54,14 +53,6 @@ def test_local_endpoint_over_http_passes_every_check():
     assert results(df) == results(probe(FakeClient(), MODEL)), "走 HTTP 和直接调用假模型，结果应当一样"
 
 
-def test_parallel_check_passes_on_the_fake_model():
-    df = probe(FakeClient(), MODEL)
-    assert results(df)[PARALLEL] == "✓"
-    with start_server() as server:
-        with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0) as client:
-            assert results(probe(client, MODEL))[PARALLEL] == "✓"
-
-
 def test_requests_are_bounded():
     timeouts = []
 
@@ -88,10 +79,9 @@ def test_a_talk_only_endpoint_fails_the_tool_checks_without_raising():
     fake = FakeClient(script=[text_reply("好的，我来看看。")] * 30)
     got = results(probe(fake, MODEL))
     assert got["普通对话"] == "✓"
-    for name in ("提供工具后返回 tool_calls", "arguments 是合法 JSON", PARALLEL,
+    for name in ("提供工具后返回 tool_calls", "arguments 是合法 JSON",
                  'tool_choice="required"', "流式输出里的工具调用增量"):
         assert got[name] == "✗", name
-    assert got['tool_choice="none"'] == "✓"
 
 
 def test_a_dead_endpoint_gives_a_row_per_check_and_never_the_key():
@@ -117,7 +107,7 @@ def test_one_failing_check_does_not_abort_the_rest():
     got = results(probe(_NoStream(), MODEL))
     assert got["流式输出里的工具调用增量"] == "✗"
     assert got["报告用量（usage）"] == "✗"
-    assert got["普通对话"] == got["接受工具结果"] == got['tool_choice="none"'] == "✓"
+    assert got["普通对话"] == got["接受工具结果"] == got['tool_choice="required"'] == "✓"
 
 
 class _Extras(FakeClient):
@@ -142,24 +132,6 @@ def test_extra_fields_are_listed_as_information():
     assert "choices.message.reasoning_content" in row["detail"]
     assert "usage.prompt_cache_hit_tokens" in row["detail"]
     assert "chunk.choices.delta.reasoning_content" in row["detail"]
-
-
-class _NewTokenParam(FakeClient):
-    """像较新的推理模型那样：不认 max_tokens，只认 max_completion_tokens。"""
-
-    def respond(self, request):
-        if request.get("max_tokens") is not None:
-            raise api_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                 "Use 'max_completion_tokens' instead.", param="max_tokens")
-        return super().respond(request)
-
-
-def test_falls_back_to_max_completion_tokens():
-    fake = _NewTokenParam()
-    got = results(probe(fake, MODEL, max_tokens=400))
-    assert got["普通对话"] == got["接受工具结果"] == "✓"
-    assert fake.last_request["max_completion_tokens"] == 400
-
 
 
 # ---------------------------------------------------------------------------
@@ -212,7 +184,7 @@ def test_probe_names_the_quirks_over_http(quirk_server):
 
     content = quirk_probe(quirk_server, "llamacpp_content")
     assert row(content, "接受工具结果")["result"] == "✗"
-    assert '"content": ""' in row(content, "没有 content 的助手消息")["hint"]
+    assert row(content, "接受工具结果")["hint"] == NO_CONTENT_HINT and '"content": ""' in NO_CONTENT_HINT
 
     required = row(quirk_probe(quirk_server, "llamacpp_required"), 'tool_choice="required"')
     assert required["result"] == "✗" and "不支持" in required["detail"] and "不是你的代码" not in required["detail"]
@@ -220,8 +192,8 @@ def test_probe_names_the_quirks_over_http(quirk_server):
     usage = row(quirk_probe(quirk_server, "moonshot_usage_in_choice"), "报告用量（usage）")
     assert usage["result"] == "✓" and "choices[0].usage" in usage["detail"]
 
-    parallel = row(quirk_probe(quirk_server, "ollama_parallel_index0"), "并行调用：流式与非流式一致")
-    assert parallel["result"] == "✓" and "Ollama" in parallel["detail"]
+    parallel = row(quirk_probe(quirk_server, "ollama_parallel_index0"), "流式输出里的工具调用增量")
+    assert parallel["result"] == "✓", "同一个 index 换了 id 的流，accumulate 照样拼对"
 
 
 def test_probe_on_the_llamacpp_python_quirk_matches_the_real_server(quirk_server):
@@ -230,13 +202,12 @@ def test_probe_on_the_llamacpp_python_quirk_matches_the_real_server(quirk_server
     marks = results(got)
     assert marks["提供工具后返回 tool_calls"] == "✗"
     assert marks['写明 tool_choice="auto"'] == "✓" and "要写明" in row(got, '写明 tool_choice="auto"')["detail"]
-    assert marks["接受工具结果"] == marks["没有 content 的助手消息"] == "✗"
+    assert marks["接受工具结果"] == "✗"
     assert "'content'" in row(got, "接受工具结果")["detail"]
-    assert row(got, "接受工具结果")["hint"] == HINTS["没有 content 的助手消息"], "办法说的是补上 content"
+    assert row(got, "接受工具结果")["hint"] == NO_CONTENT_HINT, "办法说的是补上 content"
     assert marks['tool_choice="required"'] == "✗"
     stream_row = row(got, "流式输出里的工具调用增量")
     assert stream_row["result"] == "✗" and "一块都没收到" in stream_row["detail"]
-    assert row(got, "并行调用：流式与非流式一致")["hint"] == HINTS["流式输出里的工具调用增量"]
     assert marks["报告用量（usage）"] == "✗"
 
 
@@ -261,7 +232,7 @@ def test_a_timed_out_row_gets_a_timeout_hint_not_a_base_url_hint(fault_server):
         df = probe(client, MODEL, timeout=0.5)
     first = df.iloc[0]
     assert first["result"] == "✗" and "超时" in first["detail"]
-    assert first["hint"] == ERROR_HINTS["timeout"].format(timeout=0.5)
+    assert first["hint"] == TIMEOUT_HINT.format(timeout=0.5)
     assert "base_url" not in first["hint"], "超时不是 base_url 写错了"
     for check, result, detail, hint in df.iloc[1:].itertuples(index=False):
         if result != "✓":
@@ -279,7 +250,7 @@ def test_rows_with_the_same_error_say_solve_row_n_first():
     auto = row(df, '写明 tool_choice="auto"')
     assert auto["detail"] == "出错（同第 1 项）"
     assert auto["hint"] != HINTS['写明 tool_choice="auto"'], "同第 1 项的错误不该猜成“不接受 tool_choice”"
-    assert "密钥" in df.iloc[0]["hint"]
+    assert "密钥" in df.iloc[0]["detail"] and df.iloc[0]["hint"] == ERROR_HINT, "端点本身的错，不猜成这一项的问题"
     blocked = row(df, "arguments 是合法 JSON")
     assert blocked["hint"].startswith(solve_first(1)), "要用到第 2 项的结果，而第 2 项又是第 1 项的错误"
     assert SENTINEL not in df.to_string() + df.attrs["verdict"]
@@ -303,21 +274,19 @@ def test_a_stream_cut_after_one_chunk_does_not_get_the_ollama_hint():
     with serve(_cut_streams) as server:
         with openai.OpenAI(base_url=server.base_url, api_key=SENTINEL, max_retries=0) as client:
             df = probe(client, MODEL, timeout=10)
-    cut = row(df, "并行调用：流式与非流式一致")
-    assert cut["result"] == "✗" and "断" in cut["detail"]
-    assert "Ollama" not in cut["hint"] and cut["hint"] == ERROR_HINTS["stream_cut"]
-    number = list(df["check"]).index("并行调用：流式与非流式一致") + 1
-    for name in ("流式输出里的工具调用增量", "报告用量（usage）"):
-        assert row(df, name)["hint"].startswith(solve_first(number)), name
+    cut = row(df, "流式输出里的工具调用增量")
+    assert cut["result"] == "✗" and "断" in cut["detail"] and cut["hint"] == ERROR_HINT
+    number = list(df["check"]).index("流式输出里的工具调用增量") + 1
+    assert row(df, "报告用量（usage）")["hint"].startswith(solve_first(number))
     for name in ("普通对话", "提供工具后返回 tool_calls", "接受工具结果"):
         assert row(df, name)["result"] == "✓"
     verdict = df.attrs["verdict"]
-    assert verdict.startswith(VERDICTS["as_is"]) and "agent_loop_stream" in verdict
+    assert verdict.startswith(AS_IS) and "agent_loop_stream" in verdict
 
 
 def test_the_verdict_is_one_line_and_matches_probe_verdict(quirk_server):
     fake = probe(FakeClient(), MODEL)
-    assert fake.attrs["verdict"] == VERDICTS["as_is"] == probe_verdict(fake)
+    assert fake.attrs["verdict"] == AS_IS == probe_verdict(fake)
 
     measured = quirk_probe(quirk_server, "llamacpp_python")
     verdict = measured.attrs["verdict"]
@@ -332,7 +301,7 @@ def test_the_verdict_is_one_line_and_matches_probe_verdict(quirk_server):
     assert talker.startswith("结论：本系列的循环在这里跑不起来") and "换一个" in talker
 
     for quirk in ("ollama_parallel_index0", "deepseek_thinking", "moonshot_usage_in_choice"):
-        assert quirk_probe(quirk_server, quirk).attrs["verdict"] == VERDICTS["as_is"], quirk
+        assert quirk_probe(quirk_server, quirk).attrs["verdict"] == AS_IS, quirk
 
 
 def test_an_old_llama_server_without_jinja_is_named_and_not_guessed(quirk_server):
@@ -348,13 +317,13 @@ def test_an_old_llama_server_without_jinja_is_named_and_not_guessed(quirk_server
 
 def test_no_hint_tells_learners_to_add_jinja_on_current_servers():
     assert "--jinja" not in HINTS["提供工具后返回 tool_calls"]
-    for hint in (*HINTS.values(), *ERROR_HINTS.values()):
+    for hint in (*HINTS.values(), ERROR_HINT, TIMEOUT_HINT, NO_CONTENT_HINT):
         assert "加 --jinja" not in hint
 
 
 def test_a_check_that_needs_an_earlier_result_points_back_to_it():
     df = probe(FakeClient(script=[text_reply("好的，我来看看。")] * 30), MODEL)
-    for name in ("arguments 是合法 JSON", "接受工具结果", "没有 content 的助手消息"):
+    for name in ("arguments 是合法 JSON", "接受工具结果"):
         assert row(df, name)["hint"].startswith(solve_first(2)), name
     assert row(df, "reasoning_content 的往返")["result"] == "ℹ"
 
@@ -363,7 +332,7 @@ def test_a_service_that_never_calls_tools_points_the_tool_rows_back_to_row_2():
     """只会说话的服务：并行和流式增量没有自己的问题，办法都指回第 2 项，而不是各猜各的。"""
     fake = FakeClient(script=[text_reply("好的，我来看看。")] * 30)
     report = probe(fake, MODEL)
-    for name in (PARALLEL, "流式输出里的工具调用增量"):
+    for name in ("arguments 是合法 JSON", "流式输出里的工具调用增量"):
         assert row(report, name)["hint"].startswith(solve_first(2)), (name, row(report, name)["hint"])
     assert "跑不起来" in report.attrs["verdict"]
 

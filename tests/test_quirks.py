@@ -13,7 +13,7 @@ from harness_lib.lesson.loop import agent_loop
 from harness_lib.lesson.stream import agent_loop_stream
 from harness_lib.models.errors import EndpointError, classify, explain_error
 from harness_lib.safety.runner import BASH_TOOL
-from harness_lib.ui.probe import quirk_table
+from harness_lib.ui.clients import quirk_table
 from harness_lib.models.quirks import (
     AS_OF,
     CURRENT,

@@ -16,7 +16,7 @@ from harness_lib.models.record import (
     ReplayExhaustedError,
     ReplayMismatchError,
     load_calls,
-    replay,
+
 )
 from harness_lib.lesson.stream import agent_loop_stream
 from harness_lib.models.fake import CutStreamClient
@@ -83,7 +83,7 @@ def test_replay_offline_gives_the_same_transcript(recorded):
 
 def test_replay_returns_real_sdk_objects(recorded):
     path, _, _ = recorded
-    client = replay(path, check=False)
+    client = ReplayClient(path, check=False)
     response = client.chat.completions.create(model=MODEL, messages=[])
     assert isinstance(response, ChatCompletion)
     assert response.choices[0].message.tool_calls[0].function.name == "bash"

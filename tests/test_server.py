@@ -42,7 +42,7 @@ def raw_request(port, method, path, body=None, headers=None):
     try:
         conn.request(method, path, body=body, headers=headers or {})
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read().decode("utf-8")
+        return response.status, response.headers, response.read().decode("utf-8")
     finally:
         conn.close()
 

@@ -19,12 +19,13 @@ from harness_lib.ui.clients import (
     client_from_env,
     needs_key,
 )
-from harness_lib.ui.clients import PRESETS_CHECKED, PresetClient, preset_for, real_client
+from harness_lib.ui.clients import (PRESETS_CHECKED, PresetClient, check_model, closest_models, preset_for,
+                                    real_client)
 from harness_lib.models.server import ensure_local_server, serve, start_server
 from harness_lib.models.errors import RETRY_POLICY, call_model
 from harness_lib.models.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
 from harness_lib.models.net import free_port, is_loopback
-from harness_lib.ui.switch import ModelSwitch, check_model, closest_models, model_switch, presets_table
+from harness_lib.ui.switch import ModelSwitch, model_switch, presets_table
 from harness_lib.models.wire import Rejected
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
@@ -91,7 +92,7 @@ def test_default_is_fake():
     assert sw.mode == "fake"
     client, model = sw.current()
     assert isinstance(client, FakeClient) and model == "fake-agent-1"
-    assert sw.client is client and sw.model == "fake-agent-1"  # 设置不变，client 也不变
+    assert sw.current()[0] is client  # 设置不变，client 也不变
     assert "假模型" in sw.status
 
 
@@ -241,7 +242,7 @@ def test_provider_without_models_endpoint_is_not_an_error():
         use_endpoint(sw, srv.base_url, model="fake-agent-1")
         text = sw.test_connection()
         assert text.startswith("✅") and "没有模型列表接口" in text and "不算错" in text
-        check = check_model(sw.client, "fake-agent-1")
+        check = check_model(sw.current()[0], "fake-agent-1")
         assert check.listed is None and check.error is None
     finally:
         srv.close()
@@ -412,8 +413,7 @@ def test_env_key_goes_to_the_env_base_url_even_on_loopback():
         assert switch.test_connection().startswith("✅")
         # 换成另一个本地地址：环境里的密钥不该被发过去
         switch.base_url_text.value = "http://127.0.0.1:9/v1"
-        _, _ = switch.current()
-        assert switch.client.api_key != "local-secret"
+        assert switch.current()[0].api_key != "local-secret"
 
 
 # ---------------------------------------------------------------------------

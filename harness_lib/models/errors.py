@@ -1,18 +1,9 @@
-"""端点故障：项目自己的异常类型和一张错误分类表，在 Jupyter 里只显示几行中文，而不是几十行调用栈。
+"""端点故障：一个异常类型 `EndpointError` 和一张错误分类表 `ERROR_TABLE`，在 Jupyter 里只显示几行中文。
 
-这里不是课程内容本身。真实端点会遇到假模型从不出现的问题：密钥不对、被限流、服务器出错、
-返回的不是 JSON、流式回复中途断掉……`EndpointError` 把这些统一成一句“原因 + 怎么办”，
-SDK 抛出的原始异常保存在 `original`（也是 `__cause__`），需要细节时还能找到。
-07_endpoint_faults 逐个演示这些故障。
-
-- `ERROR_TABLE`：错误分类表，一行认一种异常：类别名、中文说明的开头、SDK 会不会自动重试、
-  要不要附上服务器原话。下面的说明和归类都只查这一张表；
-- `explain_error(exc, key=None)`：按表把一次失败翻译成一句中文（已打码），切换器、探针也用它；
-- `from_sdk(exc, key=None)`：按表把 openai SDK 的异常归类，变成 `EndpointError`；
-- `call_model(client, **kwargs)`：调用 `client.chat.completions.create(**kwargs)`，端点出错时抛出
-  `EndpointError`；回复里没有 choices 也算出错。`agent_loop` 用它调模型；
-- `RETRY_POLICY`：真实端点的客户端用的重试次数和超时；
-- `SwitchConfigError`：模型设置写错了（切换器和 `client_from_env` 抛出它）。
+真实端点会遇到假模型从不出现的问题（密钥不对、限流、服务器出错、返回的不是 JSON……）。
+表里一行认一种异常：类别名、中文说明的开头、SDK 会不会自动重试、要不要附上服务器原话。
+`explain_error`（说明）、`from_sdk`（归类成 `EndpointError`）和 `call_model`（`agent_loop` 调模型用的）
+都只查这一张表；SDK 的原始异常留在 `EndpointError.original`。07_endpoint_faults 逐个演示。
 """
 
 from __future__ import annotations
@@ -24,40 +15,11 @@ import openai
 
 from ..safety.secrets import redact
 
-__all__ = [
-    "explain_uncaught_errors",
-    "ERROR_TABLE",
-    "RETRY_POLICY",
-    "EndpointError",
-    "ErrorRule",
-    "Status",
-    "SwitchConfigError",
-    "call_model",
-    "classify",
-    "explain_error",
-    "from_sdk",
-]
-
+# 真实端点的客户端设置：失败后 SDK 自动重试 2 次，连接、读、写每一步最多等 60 秒（不是整个请求的总时长）。
+# SDK 只重试 `ERROR_TABLE` 里 `sdk_retries` 为真的那几行；两次之间先看 Retry-After，没有就 0.5、1、2…… 秒退避。
 RETRY_POLICY = {"max_retries": 2, "timeout": 60}
-"""真实端点的客户端设置：失败后 SDK 自动重试 2 次（一共最多 3 次请求），超时 60 秒。
-
-超时是 httpx 的超时：连接、读、写各算各的，每一步最多等 60 秒，不是整个请求的总时长。
-服务器一直慢慢地送字节（比如很长的流式回复），一次请求可以远远超过 60 秒。
-
-SDK 只重试可能自己好起来的错误：连接失败、超时、408、409、429 和 5xx，也就是 `ERROR_TABLE` 里
-`sdk_retries` 为真的那几行；400、401、402、403、404 不重试。
-两次尝试之间先看服务器的 `Retry-After`（或 `retry-after-ms`）响应头，没有就按 0.5、1、2……秒递增等待（最多 8 秒）。
-每次重试，SDK 都在名为 "openai" 的 logger 上记一条 INFO 日志。`harness_lib.ui.clients` 建的真实客户端用的就是这组值。
-"""
-
-
+# 每次回答的长度上限（token）。原文写 8000，那是给云端大模型的；512 让上下文只有 2048 的本机小模型也装得下
 MAX_TOKENS = 512
-"""每次调模型时的回答长度上限（token）。
-
-原文的循环写的是 8000，那是给云端大模型的。这里取 512：上下文只有 2048 个 token 的本机小模型，
-装下系统提示、工具定义、几轮对话和一段回答也还有余地；云端模型答这些问题也用不了这么多。
-开了“思考模式”的模型会把一部分上限花在思考上，09 讲怎样看出来。
-"""
 
 
 class SwitchConfigError(ValueError):
@@ -65,15 +27,8 @@ class SwitchConfigError(ValueError):
 
 
 class EndpointError(Exception):
-    """调用模型端点失败。`kind` 是简短的类别名，`explanation` 是给学习者看的中文说明。
-
-    类别：auth、permission、not_found、rate_limit、server、timeout、connection、
-    bad_response、no_choices、stream_cut、bad_request、other（not_found 也包括服务商说“没有这个模型”的
-    400，比如 DeepSeek 的 “Model Not Exist”：模型名拼错或已下线），
-    以及认得出服务商原话时更具体的：balance（余额不足）、content_filter（内容审核没通过）、
-    context_length（上下文太长）、request_shape（本地服务用 500 拒绝的请求形状）、
-    stream_error（流的中途报错）。
-    """
+    """调用模型端点失败。`kind` 是类别名（`ERROR_TABLE` 的一列，另有 stream_cut、stream_error、no_choices），
+    `explanation` 是给学习者看的中文说明，`original` 是 SDK 的原始异常。"""
 
     def __init__(self, kind, explanation, *, original=None):
         super().__init__(explanation)
@@ -95,13 +50,8 @@ class EndpointError(Exception):
         return lines
 
 
-# ---------------------------------------------------------------------------
-# 错误分类表
-# ---------------------------------------------------------------------------
-
-
 class Status:
-    """按状态码认 `openai.APIStatusError`：`Status(408)` 只认 408，`Status(500, 999)` 认 500 到 999。"""
+    """按状态码认：`Status(408)` 只认 408，`Status(500, 999)` 认 500 到 999。"""
 
     def __init__(self, low: int, high: int | None = None):
         self.low = low
@@ -110,16 +60,11 @@ class Status:
     def __call__(self, exc) -> bool:
         return isinstance(exc, openai.APIStatusError) and self.low <= exc.status_code <= self.high
 
-    def __repr__(self) -> str:
-        return f"Status({self.low})" if self.low == self.high else f"Status({self.low}, {self.high})"
-
 
 class Says:
-    """按状态码和错误体一起认：错误体（code、type、message）里出现任何一个词就算。
+    """按错误体认：code、type、message 里出现任何一个词（不分大小写），或 `code` 整个等于 `codes` 之一。
 
-    `Says("data_inspection_failed", status=(400,))` 只认 400；不写 `status` 时，
-    没有状态码的流中途报错（`openai.APIError`）也认。比较时不分大小写。
-    `codes=("20012",)` 另外按错误体的 `code` 整个相等来认（数字错误码不能按片段找：请求 ID 里也有数字）。
+    写了 `status` 只认这些状态码；不写时，没有状态码的流中途报错（`openai.APIError`）也认。
     """
 
     def __init__(self, *words: str, codes: tuple[str, ...] = (), status: tuple[int, ...] | None = None):
@@ -137,11 +82,6 @@ class Says:
             return True
         text = _body_text(exc).lower()
         return any(word in text for word in self.words)
-
-    def __repr__(self) -> str:
-        words = ", ".join(repr(w) for w in self.words)
-        codes = f", codes={self.codes}" if self.codes else ""
-        return f"Says({words}{codes}, status={self.status})" if self.status else f"Says({words}{codes})"
 
 
 def _error_object(exc):
@@ -169,18 +109,10 @@ def _body_text(exc) -> str:
 
 
 class ErrorRule(NamedTuple):
-    """错误分类表的一行。
+    """错误分类表的一行。`match` 是异常类型、`Status` 或 `Says`；`head` 可以引用 `{host}`、`{status}`、
+    `{snippet}`（回复的开头）、`{message}`、`{type}`、`{first_line}`；`server_words`：要不要附上服务器原话。"""
 
-    - `match`：一个异常类型，一个 `Status`（按状态码认），或一个 `Says`（按状态码和错误体认）；
-    - `kind`：`EndpointError` 的类别名；
-    - `head`：中文说明的开头，可以引用 `{host}`（服务器地址）、`{status}`（状态码）、
-      `{snippet}`（回复内容的开头）、`{message}`（异常自己的消息）、`{type}`（异常类型名）、
-      `{first_line}`（异常消息的第一行）；
-    - `sdk_retries`：openai SDK 会不会自动重试这种失败（次数见 `RETRY_POLICY`）；
-    - `server_words`：说明后面要不要附上服务器原话。
-    """
-
-    match: type | Status | Says
+    match: type | tuple | Status | Says
     kind: str
     head: str
     sdk_retries: bool
@@ -188,7 +120,7 @@ class ErrorRule(NamedTuple):
 
     def matches(self, exc) -> bool:
         """这一行认不认这个异常。"""
-        return isinstance(exc, self.match) if isinstance(self.match, type) else self.match(exc)
+        return isinstance(exc, self.match) if isinstance(self.match, (type, tuple)) else self.match(exc)
 
 
 _NOT_JSON = ("返回的不是 JSON（HTTP 200）：服务器回了一个网页或别的文字，而不是模型的回复。"
@@ -210,24 +142,10 @@ ERROR_TABLE = [
     ErrorRule(Says("insufficient balance", "insufficient_balance", "arrearage", status=(402, 400, 403)), "balance",
               "余额不足或欠费（HTTP {status}）：账户里没钱了，重试没用。"
               "到服务商控制台充值，或换一个有余额的密钥。", False, True),
-    # 没有这个模型（拼错、已下线、账户没开通）：每家的说法都不一样，有的是 404，有的是 400。
-    # 核对日期都是 2026-12-01：
-    # - OpenAI：404，code model_not_found，“The model `x` does not exist or you do not have access to it.”
-    #   （https://github.com/openai/openai-agents-python/issues/458）；vLLM 也回 404 “The model `x` does not exist.”
-    #   （https://github.com/QwenLM/Qwen3/issues/20）；
-    # - DeepSeek：400，message “Model Not Exist”，code 是 invalid_request_error（不是 model_not_found）：
-    #   https://github.com/langbot-app/LangBot/issues/1643 、https://github.com/deepwn/addi/issues/13 ；
-    #   DeepSeek 的错误码页（https://api-docs.deepseek.com/quick_start/error_codes）只列 400 “格式错误”，没有单列这一条；
-    # - 阿里云百炼：404 ModelNotFound（https://help.aliyun.com/en/model-studio/error-code-start 的 404 一栏）；
-    #   兼容模式的原话照 OpenAI 写 “The model `Qwen-Plus` does not exist or you do not have access to it.”
-    #   （https://github.com/AIDotNet/OpenDeepWiki/issues/308）。兼容模式错误体的 code 字段没有逐字确认；
-    # - 月之暗面（Kimi）：404 “Not found the model … or Permission denied”
-    #   （https://www.kimi.com/code/docs/en/kimi-code/error-reference.html ，那是 Kimi Code 的错误参考；
-    #   开放平台 https://www.kimi.com/help/kimi-api/api-error-codes 只写了 404 要核对模型名）；
-    # - 智谱：HTTP 400，业务码 1211 “模型不存在，请检查模型代码”（https://docs.bigmodel.cn/cn/faq/api-code ；
-    #   400 见 https://github.com/nexu-io/nexu/issues/855）；
-    # - 硅基流动：400，顶层 {"code": 20012, "message": "Model does not exist. Please check it carefully."}
-    #   （https://docs.siliconflow.cn/en/faqs/error-code）。
+    # 没有这个模型：OpenAI、vLLM、百炼兼容模式 404 “… does not exist …”；DeepSeek 400 “Model Not Exist”；
+    # 月之暗面 404 “Not found the model”；智谱 400 业务码 1211；硅基流动 400 code 20012。
+    # 出处：openai-agents-python#458、Qwen3#20、LangBot#1643、OpenDeepWiki#308、docs.bigmodel.cn/cn/faq/api-code、
+    # docs.siliconflow.cn/en/faqs/error-code（核对 2026-12-01）
     ErrorRule(Says("model not exist", "model does not exist", "does not exist or you do not have access",
                    "` does not exist",  # vLLM、Ollama：“The model `x` does not exist.”
                    "not found the model", "模型不存在",
@@ -244,16 +162,14 @@ ERROR_TABLE = [
               "context_length",
               "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。循环每一轮都把工具输出放进去，"
               "越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。", False, True),
-    # 百炼：开着思考模式的非流式调用回 400 InvalidParameter “parameter.enable_thinking must be set to false for
-    # non-streaming calls”（https://www.alibabacloud.com/help/en/model-studio/error-code ，2025-12-12 更新；核对 2026-12-01）。
+    # 百炼：思考模式的非流式调用回 400 “parameter.enable_thinking must be set to false …”
+    # （alibabacloud.com/help/en/model-studio/error-code，核对 2026-12-01）
     ErrorRule(Says("enable_thinking", status=(400,)), "bad_request",
               "这个模型默认开着思考模式（通义千问 Qwen3 一类），非流式调用不接受（HTTP {status}）。"
               "请求里加上 extra_body={{\"enable_thinking\": False}}，或改用流式调用（08 的 agent_loop_stream）。",
               False, True),
-    # 思考模式的工具调用轮没带回 reasoning_content：DeepSeek 回 400 “The reasoning_content in the thinking mode must be
-    # passed back to the API.”（https://api-docs.deepseek.com/guides/thinking_mode ；原话见
-    # https://github.com/MGdaasLab/WHartTest/issues/95）；Kimi 的说法是 “thinking is enabled but reasoning_content is
-    # missing”（https://www.kimi.com/code/docs/en/kimi-code/error-reference.html）。核对日期 2026-12-01。
+    # 思考模式没带回 reasoning_content：DeepSeek（api-docs.deepseek.com/guides/thinking_mode）、
+    # Kimi（kimi.com/code/docs/en/kimi-code/error-reference.html）都回 400（核对 2026-12-01）
     ErrorRule(Says("missing `reasoning_content`", "must be passed back", "reasoning_content is missing",
                    status=(400,)), "bad_request",
               "少了 reasoning_content（HTTP {status}，思考模式，DeepSeek、Kimi 都这样要求）：带工具调用的那一轮助手消息，"
@@ -283,10 +199,7 @@ ERROR_TABLE = [
               "稍等一会儿再试，或到服务商控制台查看余额和配额。", True, True),
     ErrorRule(Status(500, 999), "server",
               "服务器出错（HTTP {status}）：问题出在服务商那边，不是你的代码。稍后再试。", True, True),
-    ErrorRule(openai.BadRequestError, "bad_request",
-              "请求被拒绝（HTTP {status}）：服务器认为这次请求的内容不合格，原话里通常写明了是哪个字段。",
-              False, True),
-    ErrorRule(openai.UnprocessableEntityError, "bad_request",
+    ErrorRule((openai.BadRequestError, openai.UnprocessableEntityError), "bad_request",
               "请求被拒绝（HTTP {status}）：服务器认为这次请求的内容不合格，原话里通常写明了是哪个字段。",
               False, True),
     ErrorRule(Status(408), "other", _OTHER_STATUS, True, True),  # 服务器等请求等得超时了
@@ -299,7 +212,6 @@ ERROR_TABLE = [
     ErrorRule(SwitchConfigError, "other", "{message}", False, False),
     ErrorRule(BaseException, "other", "出错了：{type}: {first_line}", False, False),
 ]
-"""错误分类表：从上往下找第一行认得这个异常的。`explain_error` 和 `from_sdk` 都只查它。"""
 
 
 def classify(exc) -> ErrorRule:
@@ -313,14 +225,10 @@ def _first_line(text, limit: int = 200) -> str:
 
 
 def _server_words(exc) -> str:
-    """服务器返回的原话（第一行）。优先用响应体里的 error.message。"""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        msg = inner.get("message") if isinstance(inner, dict) else None
-        if isinstance(msg, str) and msg.strip():
-            return _first_line(msg)
-    return _first_line(getattr(exc, "message", None) or exc)
+    """服务器返回的原话（第一行）。优先用错误体里的 message。"""
+    inner = _error_object(exc)
+    msg = inner.get("message") if isinstance(inner, dict) else None
+    return _first_line(msg if isinstance(msg, str) and msg.strip() else getattr(exc, "message", None) or exc)
 
 
 def _host_of(exc) -> str:
@@ -344,16 +252,8 @@ def _reply_text(exc) -> str:
     return body or ""
 
 
-def _not_json(text, key):
-    return _NOT_JSON.format(snippet=_snippet(text, key))
-
-
 def explain_error(exc, key=None) -> str:
-    """把一次失败的请求翻译成一句中文：原因、该怎么办，再附上服务器原话（已打码）。
-
-    说明来自 `ERROR_TABLE` 里认得 `exc` 的那一行；表里没有专门一行的异常给出类型和第一行。
-    `key` 是需要抹掉的密钥（一个或多个），见 `harness_lib.safety.secrets.redact`。
-    """
+    """按 `ERROR_TABLE` 把一次失败翻译成一句中文：原因、怎么办、服务器原话；`key`（一个或多个）会被打码。"""
     rule = classify(exc)
     text = rule.head.format(
         host=_host_of(exc) or "服务器",
@@ -377,11 +277,7 @@ def _retries_taken(exc):
 
 
 def from_sdk(exc, key=None):
-    """把调用端点时抛出的异常变成 `EndpointError`：类别 + 中文说明（已打码），原异常放在 `original`。
-
-    类别和说明都来自 `ERROR_TABLE`。`key` 是要从说明里抹掉的密钥（一个或多个）。
-    已经是 `EndpointError` 的原样返回。
-    """
+    """按 `ERROR_TABLE` 把异常变成 `EndpointError`（说明已打码，原异常在 `original`）；已经是的原样返回。"""
     if isinstance(exc, EndpointError):
         return exc
     text = explain_error(exc, key)
@@ -392,13 +288,10 @@ def from_sdk(exc, key=None):
 
 
 def call_model(client, **kwargs):
-    """调用 `client.chat.completions.create(**kwargs)`，返回完整的回复。
+    """调用 `client.chat.completions.create(**kwargs)`；端点出错、回复不是 JSON 或没有 choices 时抛出 `EndpointError`。
 
-    端点出错时抛出 `EndpointError`（原异常在 `original` 里）；回复不是 JSON、或者没有任何 choices，
-    也抛出 `EndpointError`。`stream=True` 时原样返回流，用 `streaming.collect_stream` 读完并检查。
-    HTTP 400 一般原样抛出 `openai.BadRequestError`：那说明是我们自己发出的请求不合格
-    （比如对话记录不成对），要改的是代码，不是端点，03、04 教过怎样读它。
-    错误体说明是余额不足、内容审核没通过、上下文太长的 400，改代码没用，也变成 `EndpointError`。
+    我们自己的请求不合格（HTTP 400，比如记录不成对）原样抛出 `openai.BadRequestError`：要改的是代码。
+    余额、内容审核、上下文太长的 400 改代码没用，也变成 `EndpointError`。`stream=True` 时原样返回流。
     """
     key = getattr(client, "api_key", None)
     try:
@@ -412,7 +305,7 @@ def call_model(client, **kwargs):
     if kwargs.get("stream"):  # 流式回复：块还没到，交给 collect_stream 去拼、去检查
         return response
     if isinstance(response, str):  # Content-Type 不是 JSON 时，SDK 直接把文字交回来
-        raise EndpointError("bad_response", _not_json(response, key))
+        raise EndpointError("bad_response", _NOT_JSON.format(snippet=_snippet(response, key)))
     choices = getattr(response, "choices", None)
     if not choices or getattr(choices[0], "message", None) is None:
         raise EndpointError("no_choices", (

@@ -1,25 +1,13 @@
-"""录制与回放：把一次运行里每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放。
+"""录制与回放：把每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放（09_probe_and_replay）。
 
-辅助工具，不是课程内容；09_probe_and_replay（原文第三节 OpenAI-compatible 一段的延伸）讲怎么用。
-录制和回放都在 HTTP 这一层（见 `harness_lib.models.wire`）：
+- `Recorder(client)`：给任何 `openai.OpenAI` 接上一段“录音线路”，它本身也能当客户端用；`save(path)`
+  一次调用写一行。不记请求头；写文件前每一段文字都经过 `secrets.redact`（客户端的密钥、`secrets=`、
+  环境里的秘密值，连同它们的片段）。SDK 重试过的调用只留最后一次尝试，多一个 `attempts`。
+- `ReplayClient(path)`：真正的 `openai.OpenAI`，线路按录制的顺序回出同样的响应。这次的请求和录像里的
+  不一样时抛出中文说明的 `ReplayMismatchError`；`check=False` 只按顺序回放。
 
-- `Recorder(client)`：给任何 `openai.OpenAI` 客户端接上一段“录音线路”，`recorder.client` 是接好线的
-  客户端（真正的 SDK 客户端），`Recorder` 本身也能直接当客户端用；每次请求的 JSON 请求体、
-  响应的原始 JSON（流式时是每个 SSE 事件）都记下来。`recorder.save(path)` 写成 JSONL，一次调用一行。
-  不记录请求头，也不记录密钥。写文件前，录像里的每一段文字都经过 `secrets.redact`：
-  客户端的密钥、`secrets=` 给出的字符串，以及环境里的秘密值（`*_API_KEY`、`*_TOKEN` 等变量的值），
-  连同它们的片段，都换成 `[已隐去的密钥]`。所以工具打印出来的密钥、401 报错里回显的半截密钥也留不下来。
-- `ReplayClient(path)`：离线的回放客户端，也是真正的 `openai.OpenAI`：它的线路按录制的顺序
-  回出同样的响应，SDK 照常解析。这次的请求和录像里的不一样时（比如 `messages` 走岔了），
-  抛出中文说明的 `ReplayMismatchError`；`ReplayClient(path, check=False)` 则不检查，只按顺序回放。
-
-一行的样子：
-`{"call": 1, "request": {...}, "stream": false, "response": {...}}`，
-流式调用是 `{"call": 2, "request": {...}, "stream": true, "chunks": [...], "done": true, "ended": true}`，
-失败的调用是 `{"call": 3, "request": {...}, "stream": false, "error": {...}}`。
-SDK 自动重试的调用只留最后一次尝试，多一个 `"attempts"`（一共试了几次）：家里录的时候被限流、
-超时后重试成功的调用，回放时就是一次成功的调用，课堂上离线回放不会在这里卡住。
-`done` 表示服务发了 `[DONE]`；`ended` 表示流读到了头（读到头不代表回复完整：有没有 `finish_reason` 要看块本身）。
+一行的样子：`{"call": 1, "request": {...}, "stream": false, "response": {...}}`；流式调用有 `chunks`、
+`done`（服务发了 `[DONE]`）和 `ended`（流读到了头）；失败的调用有 `error`。
 """
 
 from __future__ import annotations
@@ -32,19 +20,10 @@ import httpx2
 import openai
 
 from ..safety.secrets import redact
-from .wire import OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, json_response, sse_response
+from .wire import OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, is_stream, json_response, sse_chunks, \
+    sse_response
 
-__all__ = [
-    "Recorder",
-    "ReplayClient",
-    "ReplayExhaustedError",
-    "ReplayMismatchError",
-    "load_calls",
-    "replay",
-]
-
-# 回放时逐项比较的请求字段
-_COMPARED = ("messages", "tools", "tool_choice", "stream")
+_COMPARED = ("messages", "tools", "tool_choice", "stream")  # 回放时逐项比较的请求字段
 _REDACTED = "[已隐去的密钥]"
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 
@@ -58,48 +37,27 @@ def _request_json(request: httpx2.Request) -> dict:
 
 
 def _error_record(response: httpx2.Response, data: bytes) -> dict:
-    record: dict = {"status": response.status_code}
     try:
         body = json.loads(data)
     except ValueError:
         body = None
     inner = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(inner, dict):
-        record.update(message=str(inner.get("message") or ""), type=inner.get("type"),
-                      param=inner.get("param"), code=inner.get("code"))
+        record = {"status": response.status_code,
+                  **{k: inner.get(k) for k in ("message", "type", "param", "code")}}
     else:
-        record["message"] = data.decode("utf-8", "replace")[:500]
+        record = {"status": response.status_code, "message": data.decode("utf-8", "replace")[:500]}
     retry = {k: v for k, v in response.headers.items() if k.lower().startswith("retry-after")}
     if retry:
         record["headers"] = retry
     return record
 
 
-def _events(data: bytes) -> tuple[list[dict], bool]:
-    """SSE 文本 → (每个 data 事件的 JSON, 有没有 [DONE])。"""
-    chunks, done = [], False
-    for block in data.decode("utf-8", "replace").split("\n\n"):
-        for line in block.splitlines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                done = True
-            elif payload:
-                try:
-                    chunks.append(json.loads(payload))
-                except ValueError:
-                    chunks.append({"_raw": payload})
-    return chunks, done
-
-
 class _TeeStream(httpx2.SyncByteStream):
     """流式响应：字节原样交给 SDK，同时攒下来；流结束（或被关掉）时写进录像。"""
 
     def __init__(self, response: httpx2.Response, entry: dict):
-        self._response = response
-        self._entry = entry
-        self._data = bytearray()
+        self._response, self._entry, self._data = response, entry, bytearray()
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -111,10 +69,10 @@ class _TeeStream(httpx2.SyncByteStream):
             self._entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
             raise
         finally:
-            self._entry["chunks"], self._entry["done"] = _events(bytes(self._data))
+            self._entry["chunks"], self._entry["done"] = sse_chunks(bytes(self._data))
 
     def close(self) -> None:
-        self._entry["chunks"], self._entry["done"] = _events(bytes(self._data))
+        self._entry["chunks"], self._entry["done"] = sse_chunks(bytes(self._data))
         # SDK 读到 [DONE] 就停手、关掉响应：这也算读到了头
         self._entry["ended"] = bool(self._entry.get("ended") or self._entry["done"])
         self._response.close()
@@ -124,8 +82,7 @@ class _Tap(httpx2.BaseTransport):
     """录音线路：请求照常交给原来的 httpx 客户端发出去，请求体和响应同时记进录像。"""
 
     def __init__(self, inner: httpx2.Client, calls: list[dict]):
-        self.inner = inner
-        self.calls = calls
+        self.inner, self.calls = inner, calls
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
@@ -151,8 +108,7 @@ class _Tap(httpx2.BaseTransport):
             entry["error"] = {"type": "APIConnectionError", "message": str(exc)}
             raise
         headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROPPED_HEADERS]
-        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
-        if streaming and response.status_code == 200:
+        if is_stream(response) and response.status_code == 200:
             entry["chunks"], entry["done"], entry["ended"] = [], False, False
             return httpx2.Response(200, headers=headers, stream=_TeeStream(response, entry))
         data = response.read()
@@ -168,12 +124,8 @@ class _Tap(httpx2.BaseTransport):
 
 
 class Recorder:
-    """录制器：`recorder.client` 是接上录音线路的 SDK 客户端，每次请求都记进 `calls`。
-
-    `Recorder(client)` 之后可以直接把它当 client 用（例如 `agent_loop(..., client=recorder)`），
-    最后 `recorder.save(path)` 写出 JSONL。`secrets` 是额外需要从文件里抹掉的字符串；
-    被包住的客户端自己的 `api_key` 和环境里的秘密值总是会被抹掉（见 `secrets.redact`）。
-    """
+    """录制器：`recorder.client` 是接上录音线路的 SDK 客户端（`Recorder` 本身也能当 client 用），
+    每次请求记进 `calls`；`secrets` 是额外要从文件里抹掉的字符串。"""
 
     def __init__(self, client: openai.OpenAI, *, secrets: Iterable[str] = ()):
         self.original = client
@@ -209,8 +161,7 @@ class Recorder:
         """把录像写成 UTF-8 的 JSONL 文件（一次调用一行），返回文件路径。"""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(line + "\n" for line in self.lines())
-        path.write_text(text, encoding="utf-8")
+        path.write_text("".join(line + "\n" for line in self.lines()), encoding="utf-8")
         return path
 
     def __getattr__(self, name: str) -> Any:
@@ -219,11 +170,6 @@ class Recorder:
 
     def __repr__(self) -> str:
         return f"Recorder({self.original!r}，已录 {len(self.calls)} 次调用)"
-
-
-# ---------------------------------------------------------------------------
-# 回放
-# ---------------------------------------------------------------------------
 
 
 class ReplayMismatchError(openai.OpenAIError, AssertionError):
@@ -237,12 +183,9 @@ class ReplayExhaustedError(openai.OpenAIError, RuntimeError):
 def load_calls(path: str | Path) -> list[dict]:
     """读出录像文件里的每一次调用（一行一个字典）。"""
     calls = []
-    text = Path(path).read_text(encoding="utf-8")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         try:
-            calls.append(json.loads(line))
+            calls += [json.loads(line)] if line.strip() else []
         except ValueError as exc:
             raise ValueError(f"{path} 第 {number} 行不是合法的 JSON：{exc}") from None
     return calls
@@ -262,12 +205,8 @@ def _without_none(value: Any) -> Any:
     return value
 
 
-def _difference(recorded: Any, actual: Any, path: str) -> str | None:
-    """找出两个 JSON 值第一处不同的位置（值为 None 的键不算），返回中文说明；相同则返回 None。"""
-    return _first_difference(_without_none(recorded), _without_none(actual), path)
-
-
 def _first_difference(recorded: Any, actual: Any, path: str) -> str | None:
+    """两个 JSON 值第一处不同的位置，返回中文说明；相同则返回 None。"""
     if isinstance(recorded, dict) and isinstance(actual, dict):
         for key in list(recorded) + [k for k in actual if k not in recorded]:
             if key not in actual:
@@ -295,10 +234,7 @@ class _ReplayHandler:
     """回放线路：按录像的顺序回出同样的响应。"""
 
     def __init__(self, path: Path, calls: list[dict], check: bool):
-        self.path = path
-        self.calls = calls
-        self.check = check
-        self.position = 0
+        self.path, self.calls, self.check, self.position = path, calls, check, 0
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         if self.position >= len(self.calls):
@@ -316,7 +252,8 @@ class _ReplayHandler:
             actual["stream"] = bool(actual.get("stream"))
             expected = {**recorded, "stream": bool(recorded.get("stream"))}
             for field in _COMPARED:
-                found = _difference(expected.get(field), actual.get(field), field)
+                found = _first_difference(_without_none(expected.get(field)), _without_none(actual.get(field)),
+                                          field)
                 if found:
                     raise ReplayMismatchError(
                         f"回放对不上：第 {number} 次调用的请求和录像里的不一样。\n"
@@ -342,13 +279,9 @@ class _ReplayHandler:
 
 
 class ReplayClient(OfflineClient):
-    """回放客户端：一个真正的 `openai.OpenAI`，线路按录像的顺序离线回出同样的响应。
-
-    `check=True`（默认）时，每次请求的 `messages`、`tools`、`tool_choice`、`stream`
-    都要和录像里同一次调用一致，否则抛出 `ReplayMismatchError`，写明第一处不同在哪里。
-    模型名不比较：`model` 属性是录像里用的模型名，回放时照着用即可。
-    回放的是谁的回复，它就还是谁的回复：真实模型录下的命令照样要审批。
-    """
+    """回放客户端：线路按录像的顺序离线回出同样的响应。`check=True` 时每次请求的 `messages`、`tools`、
+    `tool_choice`、`stream` 都要和录像一致（模型名不比，`model` 是录像里的）。回放的是谁的回复，它就还是
+    谁的回复：真实模型录下的命令照样要审批。"""
 
     def __init__(self, path: str | Path | None = None, *, check: bool = True, **options: Any):
         handler = None
@@ -361,31 +294,11 @@ class ReplayClient(OfflineClient):
         self.model = first.get("model", "replay")
 
     @property
-    def path(self) -> Path:
-        return self._replay.path
-
-    @property
-    def calls(self) -> list[dict]:
-        return self._replay.calls
-
-    @property
-    def check(self) -> bool:
-        return self._replay.check
-
-    @property
-    def position(self) -> int:
-        return self._replay.position
-
-    @property
     def remaining(self) -> int:
         """录像里还剩几次调用没有回放。"""
         return len(self._replay.calls) - self._replay.position
 
     def __repr__(self) -> str:
-        mode = "检查请求" if self.check else "不检查请求"
-        return f"ReplayClient({self.path.name!r}，{len(self.calls)} 次调用，剩 {self.remaining} 次，{mode})"
-
-
-def replay(path: str | Path, *, check: bool = True) -> ReplayClient:
-    """`ReplayClient(path, check=check)` 的简写。"""
-    return ReplayClient(path, check=check)
+        replay = self._replay
+        mode = "检查请求" if replay.check else "不检查请求"
+        return f"ReplayClient({replay.path.name!r}，{len(replay.calls)} 次调用，剩 {self.remaining} 次，{mode})"

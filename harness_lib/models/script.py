@@ -1,14 +1,10 @@
-"""离线假模型的默认策略：不是真的模型，只认几类固定的请求，用规则拼出回复。
+"""假模型的默认策略，以及写脚本用的 `text_reply`、`scripted_call`、`tool_reply`。
 
-辅助工具，不是课程内容。认得原文的例子“列出当前目录中的 Python 文件”、当前目录、日期、
-统计行数、打招呼；拿到工具结果后照着输出写一句中文总结。也在这里：脚本模式写回复用的
-`text_reply`、`scripted_call`、`tool_reply`。
+默认策略不是真的模型：只认几类固定请求（原文的“列出当前目录中的 Python 文件”、当前目录、日期、
+行数、打招呼），拿到工具结果后照着输出写一句中文小结。`text_of` 取出消息内容里的文字，本项目只有这一处。
 
-“走别的路”的模型（`OTHER_PATH_MODELS`）：请求里的模型名是下面这些时，回复换一种规则。
-它们模仿真实模型常见的另外几条路，让笔记本在测试里也要面对“模型没照剧本走”：
-- `fake-talk-only`：从不调用工具，哪怕请求带了 `tools` 或 `tool_choice`，只用文字回答；
-- `fake-other-commands`：不管问什么，一次提出两个别的无害命令（当前目录、系统名）；
-  拿到工具结果后用文字总结，不再调用工具。
+“走别的路”的模型名（`OTHER_PATH_MODELS`）让笔记本在测试里也要面对“模型没照剧本走”：
+`fake-talk-only` 从不调用工具；`fake-other-commands` 一次提出两个别的无害命令，拿到结果后用文字总结。
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from typing import Any
 
 from ..safety.runner import list_py_command
 
-__all__ = ["OTHER_PATH_MODELS", "default_reply", "text_of", "text_reply", "scripted_call", "tool_reply"]
-
 TALK_ONLY = "fake-talk-only"
 OTHER_COMMANDS = "fake-other-commands"
 # 模型名 → 一句说明（本地端点按模型名选规则）
@@ -32,17 +26,14 @@ OTHER_PATH_MODELS = {
 
 
 def text_reply(content: str) -> dict:
-    """脚本里的一条普通文字回复（没有工具调用，``finish_reason="stop"``）。"""
+    """脚本里的一条文字回复（`finish_reason="stop"`）。"""
     return {"role": "assistant", "content": content}
 
 
 def scripted_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
-    """脚本里的一个工具调用。
+    """脚本里的一个工具调用。`arguments` 是字典时转成 JSON；是字符串时原样保留（可以故意写坏 JSON）。
 
-    ``arguments`` 是字典时用 ``json.dumps(ensure_ascii=False)`` 转成字符串；
-    是字符串时原样保留，所以可以故意写出坏 JSON（``'{"command": "ls"'``）、
-    空字符串、缺字段（``'{}'``）或类型不对（``'{"command": 42}'``）的参数。
-    ``id`` 不写时，在请求到来时按 ``call_001``、``call_002`` …… 接着编号。
+    `id` 不写时，请求到来时按 `call_001`、`call_002` …… 接着编号。
     """
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
@@ -53,15 +44,11 @@ def scripted_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
 
 
 def tool_reply(*calls: dict, content: str | None = None) -> dict:
-    """脚本里的一条 assistant 消息，带一个或几个工具调用（``finish_reason="tool_calls"``）。"""
+    """脚本里的一条助手消息，带一个或几个工具调用（`finish_reason="tool_calls"`）。"""
     if not calls:
         raise ValueError("tool_reply() 至少需要一个 scripted_call(...)")
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
-
-# ---------------------------------------------------------------------------
-# 默认策略：只看请求本身决定回复
-# ---------------------------------------------------------------------------
 
 def _commands() -> dict[str, str]:
     windows = os.name == "nt"
@@ -102,37 +89,40 @@ _HANDLED = (
 
 
 def text_of(content: Any) -> str:
-    """消息内容可能是字符串，也可能是内容片段列表；统一取出文字。"""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+    """消息内容可能是字符串，也可能是内容片段的列表；统一取出文字。"""
+    if content is None or isinstance(content, str):
+        return content or ""
     if isinstance(content, (list, tuple)):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
+        return "".join(str(p.get("text", "")) if isinstance(p, dict) else p for p in content
+                       if isinstance(p, (dict, str)))
     return str(content)
 
 
+_INTENTS = (("list_files", _LIST_FILES), ("pwd", _PWD), ("date", _DATE), ("greeting", _GREETING))
+
+
 def _intent(text: str) -> str:
-    if _PY_FILE.search(text):
-        if _LINES.search(text):
-            return "count_lines"
-        if _FILE_WORD.search(text):
-            return "list_py"
-    if _LIST_FILES.search(text):
-        return "list_files"
-    if _PWD.search(text):
-        return "pwd"
-    if _DATE.search(text):
-        return "date"
-    if _GREETING.search(text):
-        return "greeting"
-    return "unknown"
+    if _PY_FILE.search(text) and _LINES.search(text):
+        return "count_lines"
+    if _PY_FILE.search(text) and _FILE_WORD.search(text):
+        return "list_py"
+    return next((name for name, pattern in _INTENTS if pattern.search(text)), "unknown")
+
+
+def _last_results(msgs: list[dict]) -> tuple[list[dict], int]:
+    """末尾那一组 tool 消息，和它们回应的那条助手消息的下标。"""
+    k = len(msgs) - 1
+    while k >= 0 and msgs[k].get("role") == "tool":
+        k -= 1
+    return msgs[k + 1:], k
+
+
+def _command_of(call: dict) -> str | None:
+    try:
+        args = json.loads(call["function"]["arguments"])
+    except ValueError:
+        return None
+    return args["command"] if isinstance(args, dict) and isinstance(args.get("command"), str) else None
 
 
 def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | None:
@@ -149,9 +139,7 @@ def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | N
 
 def _clip(text: str, limit: int = 200) -> str:
     text = text.strip()
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
+    return text if len(text) <= limit else f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
 
 
 def _indent(text: str) -> str:
@@ -163,12 +151,8 @@ _PY_NAME = re.compile(r"[^\s'\"`:,;()<>|*?]+\.py(?![\w.])")
 
 def _py_files(output: str) -> list[str]:
     """从命令输出里找出以 .py 结尾的文件名（去重，保持顺序）。"""
-    seen: dict[str, None] = {}
-    for name in _PY_NAME.findall(output):
-        if name.startswith("./") or name.startswith(".\\"):
-            name = name[2:]
-        seen.setdefault(name, None)
-    return list(seen)
+    names = (name[2:] if name.startswith(("./", ".\\")) else name for name in _PY_NAME.findall(output))
+    return list(dict.fromkeys(names))
 
 
 def _join_names(names: list[str], limit: int = 20) -> str:
@@ -176,7 +160,7 @@ def _join_names(names: list[str], limit: int = 20) -> str:
     return shown if len(names) <= limit else f"{shown} 等"
 
 
-# 执行器在命令没有输出时写的占位文字（harness_lib.bash.run_bash 用前一种）
+# 执行器在命令没有输出时写的占位文字（safety.runner.run_bash 用前一种）
 _NO_OUTPUT = ("(没有输出)", "(no output)")
 
 
@@ -213,11 +197,8 @@ def _suggest(command: str) -> str:
 
 def _fallback(model: str) -> str:
     items = "\n".join(f"- {item}" for item in _HANDLED)
-    return (
-        f"我是本项目内置的离线假模型（{model}），并不真正理解问题，"
-        f"只认得下面几类固定请求：\n{items}\n"
-        "想和真实模型对话，请在模型切换器里选择一个真实端点。"
-    )
+    return (f"我是本项目内置的离线假模型（{model}），并不真正理解问题，只认得下面几类固定请求：\n{items}\n"
+            "想和真实模型对话，请在模型切换器里选择一个真实端点。")
 
 
 _GREETING_TEXT = "你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。"
@@ -261,21 +242,13 @@ def _other_path_reply(msgs: list[dict], tools: list[dict], model: str) -> dict:
         why = "只用文字回答，不调用任何工具" if model == TALK_ONLY else "这次请求没有提供工具，只能用文字回答"
         return text_reply(f"我是 {model}，{why}。你可以自己运行：\n\n    {list_py_command()}\n")
     if msgs[-1].get("role") == "tool":
-        k = len(msgs) - 1
-        outputs = []
-        while k >= 0 and msgs[k].get("role") == "tool":
-            outputs.append(_clip(text_of(msgs[k].get("content")), 80))
-            k -= 1
-        outputs.reverse()
+        outputs = [_clip(text_of(m.get("content")), 80) for m in _last_results(msgs)[0]]
         return text_reply("我运行了别的命令，看到的是：" + "；".join(outputs))
     return tool_reply(*(scripted_call("bash", {"command": c}) for c in _other_commands()))
 
 
 def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
-    """默认策略：根据请求内容给出一条 assistant 消息（不含调用 id）。
-
-    模型名在 `OTHER_PATH_MODELS` 里时，改用那个模型的规则。
-    """
+    """默认策略：根据请求内容给出一条助手消息（不含调用 id）；“走别的路”的模型名用它自己的规则。"""
     if model in OTHER_PATH_MODELS:
         return _other_path_reply(msgs, tools if tool_choice != "none" else [], model)
     names = _tool_names(tools)
@@ -291,35 +264,15 @@ def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: 
     def call(command: str) -> dict:
         return tool_reply(scripted_call("bash", {"command": command}))
 
-    last_user = ""
-    for m in reversed(msgs):
-        if m.get("role") == "user":
-            last_user = text_of(m.get("content"))
-            break
+    last_user = next((text_of(m.get("content")) for m in reversed(msgs) if m.get("role") == "user"), "")
     intent = _intent(last_user)
 
     if forced is not None and forced != "bash":
         return tool_reply(scripted_call(forced, {}))
 
     if msgs[-1].get("role") == "tool":
-        # 收集末尾这一组工具结果，以及它们回应的那条 assistant 消息
-        results = []
-        k = len(msgs) - 1
-        while k >= 0 and msgs[k].get("role") == "tool":
-            results.append(msgs[k])
-            k -= 1
-        results.reverse()
-        proposed: dict[str, tuple[str, str | None]] = {}
-        for c in msgs[k].get("tool_calls") or []:
-            fn = c["function"]
-            command = None
-            try:
-                args = json.loads(fn["arguments"])
-                if isinstance(args, dict) and isinstance(args.get("command"), str):
-                    command = args["command"]
-            except ValueError:
-                pass
-            proposed[c["id"]] = (fn["name"], command)
+        results, k = _last_results(msgs)  # 末尾这一组工具结果，和它们回应的那条助手消息
+        proposed = {c["id"]: (c["function"]["name"], _command_of(c)) for c in msgs[k].get("tool_calls") or []}
         if forced == "bash":  # tool_choice 要求必须调用工具：那就再调用一次
             _, command = proposed.get(results[-1]["tool_call_id"], ("bash", None))
             return call(command or commands.get(intent, commands["list_files"]))

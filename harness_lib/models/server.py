@@ -1,16 +1,11 @@
-"""本地 OpenAI 兼容端点：把一个处理函数放到本机的 HTTP 端口上。
+"""本地 OpenAI 兼容端点：把一个处理函数（`wire` 里说的 `handler(request) -> response`）放到本机端口上。
 
-辅助工具，不是课程内容。处理函数就是 `harness_lib.models.wire` 里说的 `handler(request) -> response`；
-离线客户端用的也是同一个处理函数，所以“离线”和“走真正的 HTTP”只差传输层。
+- `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障、怪脾气端点也用它）；
+- `start_server()`：提供离线假模型，`with start_server() as server: ... server.base_url`；
+- `ensure_local_server()`：模型切换器里“本项目的本地端点”，进程内共享一个，按需启动；
+- 命令行 `harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]`（同 `python -m harness_lib.models.server`）。
 
-* `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障端点也用它）；
-* `start_server()`：提供离线假模型（``FakeHandler``），``with start_server() as server: ... server.base_url``；
-* `ensure_local_server()`：模型切换器里“本项目的本地端点”，进程内共享一个，按需启动；
-* 命令行：``harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]``（装好项目后就有；
-  也可以写成 ``python -m harness_lib.models.server``）。
-
-只用标准库的 ``http.server``。HTTP/1.1 keep-alive；流式响应用分块传输编码，每个 SSE 事件立刻发出；
-小响应不等 Nagle 算法攒包（``TCP_NODELAY``）。
+只用标准库的 `http.server`：HTTP/1.1 keep-alive，流式响应用分块传输编码、每个事件立刻发出，`TCP_NODELAY`。
 """
 
 from __future__ import annotations
@@ -31,8 +26,6 @@ from .script import OTHER_PATH_MODELS
 from .wire import Rejected
 from ..safety.trust import forget_url, trust_url
 
-__all__ = ["LocalServer", "ensure_local_server", "main", "serve", "start_server"]
-
 MAX_BODY = 10_000_000  # 请求体上限（字节）
 _SKIPPED_HEADERS = {"content-length", "transfer-encoding", "connection"}
 
@@ -45,9 +38,7 @@ class _HTTPServer(ThreadingHTTPServer):
                  stream_delay: float = 0.0, verbose: bool = False):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Bridge)
-        self.handler = handler
-        self.stream_delay = stream_delay
-        self.verbose = verbose
+        self.handler, self.stream_delay, self.verbose = handler, stream_delay, verbose
         self.connections = 0  # 接受过的 TCP 连接数（看 keep-alive 是否生效）
 
     def server_bind(self) -> None:
@@ -68,14 +59,6 @@ class _HTTPServer(ThreadingHTTPServer):
         return sock, address
 
 
-def _header_name(name: str) -> str:
-    """常见响应头写成惯用的大小写（Content-Type）；x- 开头和 retry-after-ms 保持原样。"""
-    lower = name.lower()
-    if lower.startswith("x-") or lower == "retry-after-ms":
-        return lower
-    return "-".join(part.capitalize() for part in lower.split("-"))
-
-
 class _Bridge(BaseHTTPRequestHandler):
     """把收到的 HTTP 请求变成 httpx 的 Request 交给处理函数，再把 Response 原样写回去。"""
 
@@ -92,31 +75,9 @@ class _Bridge(BaseHTTPRequestHandler):
         if self.server.verbose:
             sys.stderr.write(f"{self.address_string()} - {format % args}\n")
 
-    def _read_body(self) -> bytes | None:
-        """读请求体；超过上限时返回 None。"""
-        length = self.headers.get("Content-Length")
-        if length is not None:
-            size = int(length)
-            if size > MAX_BODY:
-                return None
-            return self.rfile.read(size)
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            parts, total = [], 0
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(parts)
-                total += size
-                if total > MAX_BODY:
-                    return None
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        return b""
-
     def _serve(self) -> None:
-        body = self._read_body()
+        size = int(self.headers.get("Content-Length") or 0)  # openai SDK 总是写明请求体的长度
+        body = self.rfile.read(size) if size <= MAX_BODY else None
         if body is None:
             self.close_connection = True
             self._write(Rejected(413, "Request body too large.").response())
@@ -139,7 +100,7 @@ class _Bridge(BaseHTTPRequestHandler):
         self.send_response(response.status_code)
         for name, value in response.headers.items():
             if name.lower() not in _SKIPPED_HEADERS:
-                self.send_header(_header_name(name), value)
+                self.send_header(name, value)
         if closing:
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -167,6 +128,7 @@ class LocalServer:
     """一个在后台线程里运行的本地端点。``base_url`` 交给 ``openai.OpenAI`` 使用。"""
 
     def __init__(self, httpd: _HTTPServer, thread: threading.Thread, *, fake: bool = False):
+        """`fake=True` 表示背后是确定的假模型：审批据此信任指向它的客户端（safety.trust）。"""
         self._httpd = httpd
         self._thread = thread
         self.host, self.port = httpd.server_address[:2]
@@ -177,7 +139,7 @@ class LocalServer:
         self.closed = False
         self._fake = fake
         if fake:
-            trust_url(self.base_url)  # 审批据此信任指向它的客户端
+            trust_url(self.base_url)
 
     @property
     def connections(self) -> int:
@@ -210,23 +172,19 @@ class LocalServer:
 
 
 def serve(handler: Callable, host: str = "127.0.0.1", port: int = 0, *, stream_delay: float = 0.0,
-          verbose: bool = False, fake: bool = False) -> LocalServer:
-    """在后台守护线程里提供 `handler` 并立即返回。`fake=True` 表示背后是确定的假模型（审批会信任它）。"""
+          verbose: bool = False, fake: bool = False, cls: type = LocalServer) -> LocalServer:
+    """在后台守护线程里提供 `handler` 并立即返回一个 `cls`（默认 `LocalServer`）。"""
     httpd = _HTTPServer((host, port), handler, stream_delay=stream_delay, verbose=verbose)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                               name=f"harness_lib.endpoint:{httpd.server_address[1]}", daemon=True)
     thread.start()
-    return LocalServer(httpd, thread, fake=fake)
+    return cls(httpd, thread, fake=fake)
 
 
 def start_server(host: str = "127.0.0.1", port: int = 0, *, api_key: str | None = None,
                  stream_delay: float = 0.0, verbose: bool = False) -> LocalServer:
-    """在后台守护线程里启动提供离线假模型的本地端点并立即返回。
-
-    ``port=0`` 表示由系统挑一个空闲端口；``api_key`` 不为空时，请求必须带
-    ``Authorization: Bearer <api_key>``；``stream_delay`` 是流式输出时每块之间
-    停顿的秒数（演示用，默认不停顿）。
-    """
+    """在后台线程里启动提供离线假模型的本地端点。`port=0` 由系统挑空闲端口；`api_key` 不为空时
+    请求必须带上它；`stream_delay` 是流式输出每块之间停顿的秒数（演示用）。"""
     handler = FakeHandler(FakeModel(), api_key=api_key, check_model=True)
     return serve(handler, host, port, stream_delay=stream_delay, verbose=verbose, fake=True)
 
@@ -236,7 +194,7 @@ _shared_lock = threading.Lock()
 
 
 def ensure_local_server() -> str:
-    """返回进程内共享的本地端点的 ``base_url``；第一次调用时才启动（回环地址、空闲端口）。"""
+    """进程内共享的本地端点的 `base_url`；第一次调用时才启动（回环地址、空闲端口）。"""
     global _shared
     with _shared_lock:
         if _shared is None or _shared.closed:

@@ -1,58 +1,36 @@
 """建客户端：服务商预设、按环境变量选模型、真实端点客户端的统一设置。
 
-辅助工具，不是课程内容。模型切换器（`harness_lib.ui.switch`）的控件用这里的函数建客户端，
-无头运行（nbclient、CI）直接用 `client_from_env()`：
-
-- `PRESETS`：服务商预设（下拉框里的名字、base_url、默认模型名、是否需要密钥），每个模型名都写着出处和
-  核对日期（`source`、`checked`），会停用的写着停用日期（`retires`）；
-- `preset_for(base_url)`：这个地址属于哪个预设（按主机名认，认不出是 None）；
-- `client_from_env()`：只看环境变量选模型，`HARNESS_MODE` 为 `fake`（默认）、`real` 或 `local`；
-- `real_client(base_url, api_key, extra_body=None)`：真实端点的 `openai.OpenAI`，重试次数和超时取
-  `RETRY_POLICY`；给了 `extra_body` 时是 `PresetClient`，每次 `chat.completions.create` 都带上这几个字段
-  （预设用它关掉默认开着的思考模式，见 `Preset.extra_body`）；
-- `fake_client()`：离线假模型，模型名是 `FAKE_MODEL`（即 `harness_lib.models.fake.DEFAULT_MODEL`）；
-- `needs_key(base_url)`：这个地址要不要密钥（本机服务不要）；
-- `learner_environment()`：去掉 `HARNESS_*`、`OPENAI_*` 之后的环境变量，也就是一个刚打开笔记本、
-  什么都没设置的学习者看到的环境（默认假模型）。测试、性能测量和自动评分启动内核时用它。
-
-要不要审批由提出调用的客户端自己决定（见 `approval.trusted`），交出客户端时这里不记任何状态。
+- `PRESETS`：服务商预设，每个模型名都写着出处和核对日期（`source`、`checked`），会停用的写着停用日期；
+- `client_from_env()`：只看环境变量选模型（`HARNESS_MODE` 为 `fake`（默认）、`real` 或 `local`），无头运行用它；
+- `real_client(base_url, api_key, extra_body=None)`：真实端点的 `openai.OpenAI`，重试和超时取 `RETRY_POLICY`；
+  给了 `extra_body` 时每次请求都带上这几个字段（预设用它关掉默认开着的思考模式）；
+- `check_model(client, model)`：问服务商有哪些模型，说清所选模型在不在、有哪些相近的名字（「测试连接」的第一步）；
+- `quirk_table()`：怪脾气图库（各家服务商已知的不一致做法）列成一张表；
+- `learner_environment()`：去掉 `HARNESS_*`、`OPENAI_*` 的环境，即刚打开笔记本的学习者看到的环境（默认假模型）。
+要不要审批由客户端自己决定（见 `safety.trust`），这里不记任何状态。
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from urllib.parse import urlsplit
 
 import openai
+import pandas as pd
 
-from ..models.server import ensure_local_server
-from ..models.errors import RETRY_POLICY, SwitchConfigError
+from ..models.errors import RETRY_POLICY, SwitchConfigError, explain_error
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
 from ..models.net import is_loopback
-from ..safety.secrets import NO_KEY
-
-__all__ = [
-    "DEFAULT_OPENAI_BASE_URL",
-    "FAKE_MODEL",
-    "PRESETS",
-    "PRESETS_BY_KEY",
-    "PRESETS_CHECKED",
-    "Preset",
-    "PresetClient",
-    "SwitchConfigError",
-    "client_from_env",
-    "fake_client",
-    "learner_environment",
-    "needs_key",
-    "preset_for",
-    "real_client",
-]
+from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
+from ..models.server import ensure_local_server
+from ..safety.secrets import NO_KEY, SETTING_PREFIXES
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
-SETTING_PREFIXES = ("HARNESS_", "OPENAI_")  # 选模型、选策略的环境变量都以它们开头
+PRESETS_CHECKED = "2026-12-01"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
 
 
 def learner_environment(environ=None) -> dict:
@@ -61,19 +39,10 @@ def learner_environment(environ=None) -> dict:
     return {k: v for k, v in environ.items() if not k.upper().startswith(SETTING_PREFIXES)}
 
 
-PRESETS_CHECKED = "2026-12-01"
-"""下面每个模型名和服务商说法的核对日期。服务商会改名、下线模型：过了这个日期，先点切换器的「测试连接」。"""
-
-
 @dataclass(frozen=True)
 class Preset:
-    """一个服务商预设：下拉框里的名字、base_url、默认模型名、是否需要密钥，以及这些事实的出处。
-
-    - `source`：模型名（和 base_url）的出处，服务商自己的文档优先；`checked`：哪天核对的；
-    - `retires`：服务商公布的停用日期（`YYYY-MM-DD`），没有公布就是空的；
-    - `extra_body`：每次请求都带上的字段，用来关掉默认开着的思考模式（见 `thinking`）；
-    - `thinking`：这个模型的思考模式默认开还是关、预设怎样处理，一句话。
-    """
+    """一个服务商预设。`source` 是模型名的出处（服务商自己的文档优先），`checked` 是核对日期，
+    `retires` 是服务商公布的停用日期，`extra_body` 是每次请求都带上的字段，`thinking` 说思考模式怎样处理。"""
 
     key: str
     label: str
@@ -88,75 +57,58 @@ class Preset:
     thinking: str = ""
 
     def retired_on(self, today: date | None = None) -> bool:
-        """到 `today`（默认今天）为止，服务商公布的停用日期是不是已经过了。"""
+        """到 `today`（默认今天）为止，公布的停用日期是不是已经过了。"""
         return bool(self.retires) and (today or date.today()).isoformat() >= self.retires
 
     def facts(self) -> str:
-        """一行中文：模型名的出处、核对日期、停用日期、思考模式的处理。切换器的状态行显示它。"""
+        """一行中文：模型名的出处、核对日期、停用日期、思考模式的处理（切换器的状态行显示它）。"""
         if not self.source:
             return ""
         parts = [f"模型名 {self.model} 出自 {self.source}（核对于 {self.checked}）"]
-        if self.retires:
-            parts.append(f"服务商公布 {self.retires} 停用这个名字")
-        if self.thinking:
-            parts.append(self.thinking)
-        return "；".join(parts) + "。"
+        parts += [f"服务商公布 {self.retires} 停用这个名字"] if self.retires else []
+        return "；".join(parts + ([self.thinking] if self.thinking else [])) + "。"
 
 
 PRESETS = [
-    # 阿里云百炼：qwen-plus 仍是文档示例里的模型名；Qwen3 的商业版 qwen-plus 是“混合思考、默认不开”，
-    # 开源版 Qwen3 默认开着，非流式调用开着思考会回 400 “parameter.enable_thinking must be set to false
-    # for non-streaming calls”。预设照文档的开关传 enable_thinking=False，换成别的 Qwen 名字也不会撞上这条 400。
-    # 出处：https://help.aliyun.com/zh/model-studio/qwq（支持的模型：qwen-plus 默认不开启思考模式）、
-    # https://www.alibabacloud.com/help/zh/model-studio/deep-thinking（2026-06-18 更新，示例仍用 qwen-plus）、
-    # https://www.alibabacloud.com/help/en/model-studio/error-code（400 InvalidParameter 那一条）。核对日期 2026-12-01。
+    # 百炼：qwen-plus 是“混合思考、默认不开”，开源版 Qwen3 默认开着，非流式调用开着思考会回 400
+    # “parameter.enable_thinking must be set to false for non-streaming calls”；预设照文档传 enable_thinking=False。
+    # 出处：https://help.aliyun.com/zh/model-studio/qwq 、https://www.alibabacloud.com/help/zh/model-studio/deep-thinking
+    # （2026-06-18 更新，示例仍用 qwen-plus）、https://www.alibabacloud.com/help/en/model-studio/error-code 。
     # 未能确认：只能思考的模型（QwQ 一类）收到 enable_thinking=False 会怎样，文档没写。
     Preset("dashscope", "阿里云百炼 DashScope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus",
            source="https://help.aliyun.com/zh/model-studio/qwq", checked=PRESETS_CHECKED,
            extra_body={"enable_thinking": False},
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400"),
-    # DeepSeek：deepseek-chat、deepseek-reasoner 两个名字 2026-07-24 15:59 UTC 起不能再用
-    # （https://api-docs.deepseek.com/news/news260424，经 https://github.com/Open-Less/openless/issues/132 转引）。
-    # 模型与价格页现在写“模型名请使用 deepseek-flash”，旧名 deepseek-v4-flash 仍可调用、由 DeepSeek-V4.1-Flash 作答；
-    # 另一个名字是 deepseek-v4-pro。BASE URL（OpenAI 格式）写的是 https://api.deepseek.com（不带 /v1）。
-    # 出处：https://api-docs.deepseek.com/zh-cn/quick_start/pricing 。核对日期 2026-12-01。
-    # 思考模式默认打开，开关是 {"thinking": {"type": "enabled/disabled"}}，用 OpenAI SDK 时放进 extra_body：
-    # https://api-docs.deepseek.com/guides/thinking_mode 。思维链算在 max_tokens 里（deepseek-reasoner 的文档写明
-    # “含思维链输出”：https://api-docs.deepseek.com/zh-cn/guides/reasoning_model ；V4 的页面没有逐字确认），
-    # 系列里每次调用只给 MAX_TOKENS=512，思考会把它用光，所以预设关掉思考。
+    # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ，
+    # 经 https://github.com/Open-Less/openless/issues/132 转引）；价格页写“模型名请使用 deepseek-flash”，
+    # base_url 不带 /v1。思考模式默认打开、思维链算在 max_tokens 里（https://api-docs.deepseek.com/guides/thinking_mode 、
+    # https://api-docs.deepseek.com/zh-cn/guides/reasoning_model ；V4 的页面没有逐字确认），每次只给 512，所以关掉。
     Preset("deepseek", "DeepSeek", "https://api.deepseek.com", "deepseek-flash",
            source="https://api-docs.deepseek.com/zh-cn/quick_start/pricing", checked=PRESETS_CHECKED,
            extra_body={"thinking": {"type": "disabled"}},
            thinking="DeepSeek 默认开着思考模式，思维链也算在 max_tokens 里；预设每次传 thinking={\"type\": \"disabled\"} 关掉它"),
-    # OpenAI：gpt-4o-mini 已列入弃用，API 在 2027-01-14 停用（第三方按 OpenAI 弃用页整理，2026-10-15、2026-10-28：
-    # https://dev.to/max_bob/openai-api-deprecations-2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm ）。
-    # 弃用页本身（https://developers.openai.com/api/docs/deprecations）检索到的片段里没有这一行，未能逐字确认；
-    # 第三方说的替代模型默认就思考，这里没有换过去。停用以后「测试连接」会列出这把密钥能用的模型。核对日期 2026-12-01。
+    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用（第三方按弃用页整理，弃用页本身未能逐字确认）：
+    # https://dev.to/max_bob/openai-api-deprecations-2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm
+    # 第三方说的替代模型默认就思考，这里没有换过去；停用以后「测试连接」会列出能用的模型。
     Preset("openai", "OpenAI", DEFAULT_OPENAI_BASE_URL, "gpt-4o-mini",
-           source="https://developers.openai.com/api/docs/deprecations", checked=PRESETS_CHECKED,
-           retires="2027-01-14"),
-    # 月之暗面：moonshot-v1-8k 仍在现行模型里（kimi-k2.6、kimi-k2.5、moonshot-v1-8k/32k/128k），
-    # 出处：https://github.com/mnfst/modelparams.dev/pull/22（2026-05-23，依据 https://platform.kimi.ai/docs/api/chat）。
-    # 官方文档页本身没有检索到，未能直接确认。moonshot-v1 系列不思考。核对日期 2026-12-01。
+           source="https://developers.openai.com/api/docs/deprecations", checked=PRESETS_CHECKED, retires="2027-01-14"),
+    # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23，
+    # 依据官方文档；官方页本身没有检索到）。moonshot-v1 系列不思考。
     Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "moonshot-v1-8k",
            source="https://platform.kimi.ai/docs/api/chat", checked=PRESETS_CHECKED),
-    # 智谱：免费语言模型的模型编码是 glm-4-flash-250414（GLM-4 系列，不思考）。
-    # 出处：https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414 。核对日期 2026-12-01。
-    # 旧写法 glm-4-flash 现在还认不认，文档里没有找到，未能确认。
+    # 智谱：免费模型 glm-4-flash-250414（不思考）；旧写法 glm-4-flash 现在还认不认，文档里没有找到。
     Preset("zhipu", "智谱 GLM", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414",
            source="https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414", checked=PRESETS_CHECKED),
-    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 在免费模型列表里（第三方调研 2026-02-08：
-    # https://huasheng.ai/insights/siliconflow-api-guide ；官方模型页 https://www.siliconflow.cn/models 没有检索到，
-    # 未能直接确认）。Qwen2.5 不思考。核对日期 2026-12-01。
+    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 在免费模型里（第三方调研 2026-02-08：
+    # https://huasheng.ai/insights/siliconflow-api-guide ；官方模型页没有检索到）。Qwen2.5 不思考。
     Preset("siliconflow", "硅基流动 SiliconFlow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct",
            source="https://www.siliconflow.cn/models", checked=PRESETS_CHECKED),
     Preset("ollama", "本地 Ollama", "http://localhost:11434/v1", "qwen2.5:7b", needs_key=False),
-    Preset("vllm", "本地 vLLM", "http://localhost:8000/v1", "", needs_key=False,
-           model_hint="填 vLLM 启动时加载的模型名"),
+    Preset("vllm", "本地 vLLM", "http://localhost:8000/v1", "", needs_key=False, model_hint="填 vLLM 启动时加载的模型名"),
     Preset("llamacpp", "本地 llama.cpp", "http://localhost:8080/v1", "", needs_key=False,
            model_hint="llama-server 加载的模型名（随便填也行）"),
     Preset("local", "本项目的本地端点", "", FAKE_MODEL, needs_key=False),
-    Preset("custom", "自定义", "", "", needs_key=True, model_hint="填写服务商给的模型名"),
+    Preset("custom", "自定义", "", "", model_hint="填写服务商给的模型名"),
 ]
 PRESETS_BY_KEY = {p.key: p for p in PRESETS}
 
@@ -169,18 +121,13 @@ def needs_key(base_url: str) -> bool:
 def preset_for(base_url: str) -> Preset | None:
     """`base_url` 属于哪个云服务商预设：按主机名认（`https://api.deepseek.com/v1` 也算 DeepSeek）；认不出是 None。"""
     host = (urlsplit((base_url or "").strip()).hostname or "").lower()
-    if not host:
-        return None
-    return next((p for p in PRESETS if p.base_url and p.needs_key
+    return next((p for p in PRESETS if host and p.base_url and p.needs_key
                  and (urlsplit(p.base_url).hostname or "").lower() == host), None)
 
 
 class PresetClient(openai.OpenAI):
-    """一个 `openai.OpenAI`，每次 `chat.completions.create` 都带上预设的几个字段（`preset_body`）。
-
-    和在每次调用里写 `extra_body=...` 效果一样：字段并进请求体，调用里自己写了同名字段时以调用为准。
-    预设用它关掉默认开着的思考模式（`Preset.extra_body`）。`with_options(...)` 得到的副本照样带着。
-    """
+    """每次 `chat.completions.create` 都把 `preset_body` 并进请求体的 `openai.OpenAI`；调用里写了同名字段时以调用为准。
+    `with_options(...)` 得到的副本照样带着。"""
 
     def __init__(self, *args, preset_body: dict | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -196,13 +143,9 @@ class PresetClient(openai.OpenAI):
     def _prepare_options(self, options):
         options = super()._prepare_options(options)
         body = options.json_data
-        if (self.preset_body and options.method.lower() == "post" and options.url.endswith("/chat/completions")
-                and isinstance(body, dict)):
+        if options.method.lower() == "post" and options.url.endswith("/chat/completions") and isinstance(body, dict):
             extra = dict(options.extra_json or {})
-            for key, value in self.preset_body.items():
-                if key not in body and key not in extra:
-                    extra[key] = value
-            options.extra_json = extra
+            options.extra_json = {**{k: v for k, v in self.preset_body.items() if k not in body}, **extra}
         return options
 
     def __repr__(self) -> str:
@@ -210,53 +153,84 @@ class PresetClient(openai.OpenAI):
 
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> openai.OpenAI:
-    """真实端点的客户端：`openai.OpenAI`，重试次数和超时取 `RETRY_POLICY`。
-
-    给了 `extra_body` 时返回 `PresetClient`：每次 `chat.completions.create` 都带上这几个字段。
-    """
+    """真实端点的客户端，重试次数和超时取 `RETRY_POLICY`；给了 `extra_body` 时是 `PresetClient`。"""
     if extra_body:
         return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body, **RETRY_POLICY)
     return openai.OpenAI(api_key=api_key, base_url=base_url, **RETRY_POLICY)
 
 
-def fake_client() -> FakeClient:
-    """离线假模型，模型名是 `FAKE_MODEL`。"""
-    return FakeClient(model=FAKE_MODEL)
-
-
 def client_from_env(environ=os.environ):
-    """只看环境变量选模型，返回 `(client, model)`。无头运行（nbclient、CI）和切换器启动时都用它。
+    """只看环境变量选模型，返回 `(client, model)`；设置不完整时抛出 `SwitchConfigError`，说明缺什么、在哪里设。
 
-    - `HARNESS_MODE=fake`（默认）：离线假模型 `FakeClient`；
-    - `HARNESS_MODE=real`：`openai.OpenAI`，密钥取 `OPENAI_API_KEY`，地址取 `OPENAI_BASE_URL`
-      （不设则用 SDK 的默认地址），模型名取 `HARNESS_MODEL`（必填）；地址属于某个预设（`preset_for`）、
-      预设有 `extra_body` 时（关掉思考模式），客户端每次请求都带上它；
-    - `HARNESS_MODE=local`：本项目的本地端点（按需启动），模型名默认 `fake-agent-1`。
-
-    设置不完整时抛出 `SwitchConfigError`，消息说明缺什么、在哪里设。
+    `fake`（默认）：离线假模型；`real`：密钥取 `OPENAI_API_KEY`，地址取 `OPENAI_BASE_URL`（不设用 SDK 的默认地址），
+    模型名取 `HARNESS_MODEL`（必填），地址属于某个预设时照那个预设关掉思考模式；`local`：本项目的本地端点。
     """
     mode = (environ.get("HARNESS_MODE") or "fake").strip().lower()
     if mode == "fake":
-        return fake_client(), FAKE_MODEL
+        return FakeClient(model=FAKE_MODEL), FAKE_MODEL
     if mode == "local":
-        model = environ.get("HARNESS_MODEL") or FAKE_MODEL
-        return real_client(ensure_local_server(), NO_KEY), model
-    if mode == "real":
-        base_url = (environ.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
-        model = (environ.get("HARNESS_MODEL") or "").strip()
-        if not model:
-            raise SwitchConfigError(
-                "HARNESS_MODE=real 时必须用环境变量 HARNESS_MODEL 指定模型名，"
-                "例如 HARNESS_MODEL=qwen-plus（阿里云百炼）或 HARNESS_MODEL=deepseek-flash（DeepSeek）。"
-            )
-        key = (environ.get("OPENAI_API_KEY") or "").strip()
-        if not key:
-            if needs_key(base_url):
-                raise SwitchConfigError(
-                    f"HARNESS_MODE=real 需要密钥：请在启动 JupyterLab 之前设置环境变量 OPENAI_API_KEY"
-                    f"（当前 base_url 是 {base_url}）。"
-                )
-            key = NO_KEY
-        preset = preset_for(base_url)
-        return real_client(base_url, key, preset.extra_body if preset else None), model
-    raise SwitchConfigError(f"HARNESS_MODE 只能是 fake、real 或 local，现在是 {mode!r}。")
+        return real_client(ensure_local_server(), NO_KEY), environ.get("HARNESS_MODEL") or FAKE_MODEL
+    if mode != "real":
+        raise SwitchConfigError(f"HARNESS_MODE 只能是 fake、real 或 local，现在是 {mode!r}。")
+    base_url = (environ.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
+    model = (environ.get("HARNESS_MODEL") or "").strip()
+    if not model:
+        raise SwitchConfigError("HARNESS_MODE=real 时必须用环境变量 HARNESS_MODEL 指定模型名，"
+                                "例如 HARNESS_MODEL=qwen-plus（阿里云百炼）或 HARNESS_MODEL=deepseek-flash（DeepSeek）。")
+    key = (environ.get("OPENAI_API_KEY") or "").strip()
+    if not key and needs_key(base_url):
+        raise SwitchConfigError("HARNESS_MODE=real 需要密钥：请在启动 JupyterLab 之前设置环境变量 OPENAI_API_KEY"
+                                f"（当前 base_url 是 {base_url}）。")
+    preset = preset_for(base_url)
+    return real_client(base_url, key or NO_KEY, preset.extra_body if preset else None), model
+
+
+def closest_models(model: str, available, n: int = 5) -> list[str]:
+    """从 `available` 里挑最多 `n` 个名字：和 `model` 最像的在前（不分大小写），不够再按原顺序补上。"""
+    lowered = {str(name).lower(): str(name) for name in available}
+    close = [lowered[m] for m in difflib.get_close_matches((model or "").lower(), list(lowered), n=n, cutoff=0.3)]
+    return list(dict.fromkeys(close + list(lowered.values())))[:n]
+
+
+@dataclass
+class ModelCheck:
+    """`check_model` 的结果：`listed` 为 True / False / None（没取到列表），`suggestions` 是相近的名字，`text` 一句中文。"""
+
+    model: str
+    listed: bool | None
+    available: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+    text: str = ""
+
+
+def check_model(client, model: str, *, timeout: float = 15, key=None) -> ModelCheck:
+    """问服务商有哪些模型（`client.models.list()`，不重试），说清 `model` 在不在里面；失败也不抛出。
+
+    服务没有 /models 接口（404、405、501）不算错：`listed` 是 None，`error` 也是 None。
+    """
+    try:
+        available = [m.id for m in client.with_options(max_retries=0, timeout=timeout).models.list()]
+    except Exception as exc:  # noqa: BLE001  密钥不对、连不上、超时、回来的不是 JSON……
+        if isinstance(exc, openai.APIStatusError) and exc.status_code in (404, 405, 501):
+            return ModelCheck(model, None, text=(f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。"
+                                                 "这不算错，模型名对不对，要看下面那次请求。"))
+        return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
+    if model in available:
+        return ModelCheck(model, True, available, text=f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
+    if not available:
+        return ModelCheck(model, False, text="服务商的模型列表是空的：这把密钥也许还没有开通任何模型。")
+    suggestions = closest_models(model, available)
+    return ModelCheck(model, False, available, suggestions, text=(
+        f"⚠ 服务商列出的 {len(available)} 个模型里没有 {model}（拼错了，或者已经下线、改名）。"
+        f"相近的有：{'、'.join(suggestions)}。"))
+
+
+def quirk_table():
+    """怪脾气图库一览（`pandas.DataFrame`）；状态一列的表头和 `table.attrs["as_of"]` 写着核对日期。"""
+    rows = [{"怪脾气": q.name, "服务商": q.provider, "行为": q.behaviour, "版本范围": q.versions,
+             STATUS_COLUMN: q.status, "修复于": q.fixed_in, "为什么还要防": q.why_keep, "出处": q.source}
+            for q in QUIRKS.values()]
+    table = pd.DataFrame(rows)
+    table.attrs["as_of"] = AS_OF
+    return table
