@@ -179,7 +179,7 @@ def test_timeout_kills_grandchildren_even_after_setsid():
 @linux_only
 @pytest.mark.parametrize("launch, marker", [
     ("sleep {m} &", MARK + "4"), ("setsid sleep {m} &", MARK + "5"), ("nohup sleep {m} &", MARK + "6"),
-])
+], ids=["sleep", "setsid", "nohup"])
 def test_background_job_does_not_hang(launch, marker):
     start = time.monotonic()
     out = run_bash(launch.format(m=marker) + " echo done")

@@ -28,7 +28,7 @@ from harness_lib.models.errors import (
     from_sdk,
 )
 from harness_lib.models.fake import api_error
-from harness_lib.models.wire import json_response, offline_http
+from harness_lib.models.wire import OfflineHTTP, json_response
 from harness_lib.safety.secrets import NO_KEY, redact
 from harness_lib.ui.clients import learner_environment
 from harness_lib.models.net import closed_port_url
@@ -71,14 +71,13 @@ def status_error(cls, code, message="problem"):
 
 
 def samples():
-    """每行一个例子（离线造的异常），顺序和 ERROR_TABLE 一致。"""
+    """每行一个例子（离线造的异常），顺序和 ERROR_TABLE 一致（JSON 解析错误、409 在下面走真正的 SDK）。"""
     request = httpx2.Request("POST", URL)
     page = "<html><body>请先登录</body></html>"
     return [
         openai.APITimeoutError(request=request),
         openai.APIConnectionError(request=request),
         openai.APIResponseValidationError(httpx2.Response(200, request=request, text=page), page),
-        json.JSONDecodeError("Expecting value", page, 0),
         *[api_error(status, message, code=code) for status, message, code in PROVIDER_CASES],
         api_error(401, "Incorrect API key provided"),
         api_error(403, "no access"),
@@ -87,7 +86,6 @@ def samples():
         api_error(502, "bad gateway"),
         api_error(400, "messages[1] is wrong"),
         api_error(408, "request timeout"),
-        api_error(409, "conflict"),
         api_error(418, "teapot"),
         openai.APIError("An error occurred during streaming", request, body={"message": "overloaded"}),
         UnicodeEncodeError("ascii", "sk-密钥", 3, 5, "ordinal not in range(128)"),
@@ -383,7 +381,7 @@ def test_provider_cases_say_what_to_do_without_the_key(case, expected):
 def raw_error(status, body):
     """让真正的 SDK 收一次这个错误体（原样，不包进 {"error": ...}），返回它抛出的异常。"""
     client = openai.OpenAI(api_key="x", base_url="http://raw.invalid/v1", max_retries=0,
-                           http_client=offline_http(lambda request: json_response(status, body)))
+                           http_client=OfflineHTTP(lambda request: json_response(status, body)))
     try:
         client.chat.completions.create(model="m", messages=MESSAGES)
     except openai.APIStatusError as exc:
@@ -429,7 +427,7 @@ def test_unknown_model_is_an_endpoint_error_not_our_own_400():
     """DeepSeek 用 400 说“没有这个模型”：改代码没用，要改模型名，所以 call_model 不把它当作我们自己的 400 原样抛出。"""
     status, body = UNKNOWN_MODEL_BODIES["deepseek_400"]
     client = openai.OpenAI(api_key="x", base_url="http://raw.invalid/v1", max_retries=2,
-                           http_client=offline_http(lambda request: json_response(status, body)))
+                           http_client=OfflineHTTP(lambda request: json_response(status, body)))
     with pytest.raises(EndpointError) as info:
         call_model(client, model="deepseek-chat", messages=MESSAGES)
     assert info.value.kind == "not_found" and "找不到这个模型（HTTP 400）" in info.value.explanation

@@ -1,13 +1,8 @@
-"""像服务商一样检查一次请求：结构不对就拒绝，措辞仿照 OpenAI。
-
-离线假模型和本地端点在作答之前都先过这一关，所以学习者交出不成对的工具调用、缺字段的消息时，
-看到的是和真实服务商一样的 HTTP 400。
-
-- `check_request(messages, tools=None, tool_choice=None)`：返回规整成字典的 `messages`；
-  不合规时抛出 SDK 自己构造的 `openai.BadRequestError`（假模型把它照原样写成 400 响应）；
-- `pairing_error(messages, words=OPENAI_PAIRING)`：工具调用和工具结果的配对只在这里查一遍，
-  各家服务商的措辞是数据（`quirks` 里有阿里云百炼的那一份）；
-- `as_dict(item)`：SDK 的 pydantic 对象转成字典，本项目只有这一处。
+"""像服务商一样检查一次请求：结构不对就拒绝，措辞仿照 OpenAI。假模型和本地端点作答之前都先过这一关，
+所以学习者交出不成对的工具调用、缺字段的消息时，看到的是和真实服务商一样的 HTTP 400。
+`check_request(...)` 返回规整成字典的 `messages`，不合规时抛出 SDK 自己构造的 `openai.BadRequestError`；
+`pairing_error(...)` 是唯一的配对检查，各家的措辞是数据（OpenAI 的和阿里云百炼的）；
+`as_dict(item)` 是唯一把 SDK 的 pydantic 对象转成字典的地方。
 """
 
 from __future__ import annotations
@@ -26,13 +21,20 @@ _JSON_TYPES = {dict: "object", list: "array", tuple: "array", str: "string",
 
 # 配对出错时的原话：{i} 是出问题的那条消息的下标，{caller} 是提出调用的助手消息，{ids} 是没有回应的 id
 OPENAI_PAIRING = {
-    "prefix": "",
-    "code": None,
+    "prefix": "", "code": None,
     "orphan": "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
               "with 'tool_calls'.",
     "unknown": "Invalid parameter: 'tool_call_id' of {id!r} not found in 'tool_calls' of previous message.",
     "unanswered": "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
                   "'tool_call_id'. The following tool_call_ids did not have response messages: {ids}",
+}
+# 阿里云百炼（quirks 的 dashscope_tool_rule）：规则和 OpenAI 一样，措辞不同
+DASHSCOPE_PAIRING = {
+    "prefix": "<400> InternalError.Algo.InvalidParameter: ", "code": "invalid_parameter_error",
+    "orphan": 'messages with role "tool" must be a response to a preceeding message with "tool_calls".',
+    "unknown": None,
+    "unanswered": 'An assistant message with "tool_calls" must be followed by tool messages responding to each '
+                  '"tool_call_id". The following tool_call_ids did not have response messages: message[{i}].role',
 }
 
 
@@ -40,9 +42,8 @@ def as_dict(item: Any) -> Any:
     """SDK 的 pydantic 对象用 `model_dump(exclude_none=True)` 转成字典；字典原样返回；别的留给调用者报错。"""
     if type(item) is dict:
         return item
-    dump = getattr(item, "model_dump", None)
-    if dump is not None:
-        return dump(exclude_none=True)
+    if hasattr(item, "model_dump"):
+        return item.model_dump(exclude_none=True)
     return dict(item) if hasattr(item, "keys") else item
 
 
@@ -63,11 +64,6 @@ def _missing(param: str) -> Rejected:
     return bad(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
 
 
-def _empty(param: str) -> Rejected:
-    return bad(f"Invalid '{param}': empty array. Expected an array with minimum length 1, "
-               "but got an empty array instead.", param, "empty_array")
-
-
 def _invalid(value: Any, allowed: str, param: str) -> Rejected:
     return bad(f"Invalid value: {value!r}. Supported values are: {allowed}.", param, "invalid_value")
 
@@ -79,7 +75,8 @@ def _array(value: Any, param: str) -> list:
         raise wrong_type(param, "an array", value)
     items = [as_dict(v) for v in value]
     if not items:
-        raise _empty(param)
+        raise bad(f"Invalid '{param}': empty array. Expected an array with minimum length 1, "
+                  "but got an empty array instead.", param, "empty_array")
     return items
 
 
@@ -160,11 +157,7 @@ def _check_messages(msgs: list) -> None:
                            f"messages[{i}].role")
         calls = m.get("tool_calls") if role == "assistant" else None
         if calls is not None:
-            if not isinstance(calls, (list, tuple)):
-                raise wrong_type(f"messages[{i}].tool_calls", "an array", calls)
-            if not calls:
-                raise _empty(f"messages[{i}].tool_calls")
-            for j, call in enumerate(calls):
+            for j, call in enumerate(_array(calls, f"messages[{i}].tool_calls")):
                 _check_fields(call, f"messages[{i}].tool_calls[{j}]",
                               ("id", "type", "function.name", "function.arguments"))
         elif role == "tool" and m.get("tool_call_id") is None:
@@ -172,16 +165,13 @@ def _check_messages(msgs: list) -> None:
         elif role != "function" and m.get("content") is None and not (role == "assistant"
                                                                       and m.get("function_call")):
             raise _missing(f"messages[{i}].content")
-    problem = pairing_error(msgs)
-    if problem is not None:
+    if (problem := pairing_error(msgs)) is not None:
         raise problem
 
 
 def check_request(messages: Any, tools: Any = None, *, tool_choice: Any = None) -> list[dict]:
-    """像服务商一样检查请求的结构（消息、配对、工具），返回规整成字典的 `messages`。
-
-    不合规时抛出 `openai.BadRequestError`：SDK 自己从一次 400 响应里构造的，和真实服务商拒绝时一样。
-    """
+    """像服务商一样检查请求的结构（消息、配对、工具），返回规整成字典的 `messages`。不合规时抛出
+    `openai.BadRequestError`：SDK 自己从一次 400 响应里构造的，和真实服务商拒绝时一样。"""
     try:
         msgs = _array(messages, "messages")
         _check_tools(tools, tool_choice)

@@ -1,12 +1,8 @@
 """离线假模型：不联网、结果固定，用来代替 `openai.OpenAI`（做法类似 mini-swe-agent 的 `DeterministicModel`）。
 
-- `FakeClient()`：默认策略（`script.default_reply`），只看请求本身决定回复；
-- `FakeClient(script=[...])`：脚本模式，每次 `create()` 按顺序取一条写好的回复（`text_reply`、
-  `scripted_call`、`tool_reply`，也可以是 `api_error(...)` 这样的异常）。
-
-`FakeClient` 就是真正的 `openai.OpenAI`，只是线路在本进程里（`wire.OfflineClient`）：SDK 照常编出
-HTTP 请求，交给 `FakeHandler`；`FakeModel` 先像服务商一样检查请求（`checks.check_request`），再作答。
-本地端点（`server`）在本机端口上提供的也是同一个 `FakeHandler`。
+`FakeClient()` 用默认策略（`script.default_reply`）；`FakeClient(script=[...])` 每次 `create()` 按顺序取
+一条写好的回复（`text_reply`、`tool_reply`，或 `api_error(...)` 这样的异常）。SDK 照常编出 HTTP 请求，
+交给 `FakeHandler`（本地端点用的也是它）；`FakeModel` 先像服务商一样检查请求（`checks`），再作答。
 """
 
 from __future__ import annotations
@@ -23,12 +19,11 @@ from ..safety.trust import trust_client
 from .checks import as_dict, bad, check_request, is_given, wrong_type
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
 from .script import default_reply, scripted_call, text_of, text_reply, tool_reply
-from .wire import (OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, error_response, json_response,
-                   offline_http, route, sse_response, stream_chunks)
+from .wire import (OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, json_response, route,
+                   sse_response, stream_chunks)
 
 DEFAULT_MODEL = "fake-agent-1"
 CREATED = 1767225600  # 固定的创建时间（2026-01-01 00:00:00 UTC），让输出每次都一样
-OWNED_BY = "harness_lib"
 
 
 class ScriptExhaustedError(openai.OpenAIError, RuntimeError):
@@ -46,54 +41,40 @@ def _script_item(item: Any) -> Any:
                     f"字符串或异常对象，收到的是 {item!r}")
 
 
-def _tokens(text: str) -> int:
-    """粗略估计 token 数：UTF-8 字节数除以 3（一个汉字约一个 token）。"""
-    return (len(text.encode("utf-8")) + 2) // 3
+def _tokens(message: dict) -> int:
+    """一条消息的 token 数，粗略估计：UTF-8 字节数除以 3（一个汉字约一个 token），每个调用另加 8。"""
+    calls = message.get("tool_calls") or ()
+    texts = [text_of(message.get("content")), *(c["function"]["arguments"] for c in calls)]
+    return sum((len(t.encode("utf-8")) + 2) // 3 for t in texts) + 8 * (len(texts) - 1)
 
 
 def prompt_tokens(msgs: list[dict], tools: list[dict]) -> int:
     """请求里 messages 和 tools 的 token 数（粗略估计）。"""
-    total = 3 + 60 * len(tools)
-    for m in msgs:
-        total += 4 + _tokens(text_of(m.get("content")))
-        total += sum(8 + _tokens(c["function"]["arguments"]) for c in m.get("tool_calls") or ())
-    return total
-
-
-def _completion_tokens(reply: dict) -> int:
-    calls = reply.get("tool_calls") or ()
-    return _tokens(reply.get("content") or "") + 1 + sum(8 + _tokens(c["function"]["arguments"]) for c in calls)
+    return 3 + 60 * len(tools) + sum(4 + _tokens(m) for m in msgs)
 
 
 def _truncate(reply: dict, max_tokens: int) -> dict:
     """回复超过 max_tokens 时像真实模型一样被截断（参数被截断后通常不再是合法 JSON）。"""
-    budget = max(0, max_tokens * 3)  # 和 _tokens 同样的换算
+    budget = max_tokens * 3  # 和 _tokens 同样的换算
     content = (reply.get("content") or "").encode("utf-8")[:budget].decode("utf-8", "ignore")
     budget -= len(content.encode("utf-8"))
     calls = []
     for c in reply.get("tool_calls") or ():
-        if budget <= 0:
-            break
-        arguments = c["function"]["arguments"][:budget]
-        budget -= len(arguments)
-        calls.append({**c, "function": {**c["function"], "arguments": arguments}})
+        if budget > 0:
+            calls.append({**c, "function": {**c["function"], "arguments": c["function"]["arguments"][:budget]}})
+        budget -= len(c["function"]["arguments"])
     if calls:
         return {"role": "assistant", "content": content or None, "tool_calls": calls}
     return {"role": "assistant", "content": content}
 
 
 class FakeModel:
-    """假模型的“大脑”：请求体（字典）进，响应体（字典）出，不知道 HTTP 和 SDK。
-
-    `script` 为 None 时用默认策略；否则按顺序取脚本里的回复，用完后抛出 `ScriptExhaustedError`。
-    `last_request` 是最近一次请求（`messages` 已规整成字典）。
-    """
+    """假模型的“大脑”：请求体（字典）进，响应体（字典）出，不知道 HTTP 和 SDK。`script` 为 None 时用默认策略，
+    否则按顺序取脚本里的回复，用完后抛出 `ScriptExhaustedError`。`last_request` 是最近一次请求。"""
 
     def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL):
-        self.model = model
+        self.model, self._position, self._ids = model, 0, itertools.count(1)
         self._script = None if script is None else [_script_item(item) for item in script]
-        self._position = 0
-        self._ids = itertools.count(1)
         self.last_request: dict | None = None
 
     @property
@@ -107,10 +88,7 @@ class FakeModel:
         return f"FakeModel(model={self.model!r}, 脚本 {len(self._script)} 条，剩 {self.script_remaining} 条)"
 
     def respond(self, request: dict) -> dict | list[dict]:
-        """回答一次请求体：`chat.completion` 的字典，`stream` 为真时是流式块的列表。
-
-        请求不合规时抛出 `openai.BadRequestError` 或 `Rejected`，由处理函数写成 HTTP 错误响应。
-        """
+        """回答一次请求体：`chat.completion` 的字典（流式时是块的列表）；不合规时抛出 400 的异常。"""
         request = {k: v for k, v in request.items() if is_given(v)}  # NOT_GIVEN / omit 和没传一样
         tools, tool_choice = request.get("tools"), request.get("tool_choice")
         msgs = check_request(request.get("messages"), tools, tool_choice=tool_choice)
@@ -128,18 +106,17 @@ class FakeModel:
         reply = self._next_scripted() if self._script is not None else \
             default_reply(msgs, tools, tool_choice, model or self.model)
         finish = "tool_calls" if reply.get("tool_calls") else "stop"
-        if self._script is None and max_tokens is not None and _completion_tokens(reply) > max_tokens:
+        if self._script is None and max_tokens is not None and _tokens(reply) + 1 > max_tokens:
             reply, finish = _truncate(reply, max_tokens), "length"
         used = sum(len(m.get("tool_calls") or ()) for m in msgs)  # 新的调用 id 接着往下编
         calls = [c if c.get("id") else {"id": f"call_{n:03d}", **c}
                  for n, c in enumerate(reply.get("tool_calls") or (), start=used + 1)]
         message = {"role": "assistant", "content": reply.get("content"), "refusal": None,
                    **({"tool_calls": calls} if calls else {})}
-        prompt = prompt_tokens(msgs, tools)
-        completion = max_tokens if finish == "length" else _completion_tokens(message)
+        prompt, completion = prompt_tokens(msgs, tools), max_tokens if finish == "length" else _tokens(message) + 1
         answer = {"id": f"chatcmpl-fake-{next(self._ids):04d}", "object": "chat.completion", "created": CREATED,
-                  "model": model,
-                  "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                  "model": model, "choices": [{"index": 0, "message": message, "logprobs": None,
+                                               "finish_reason": finish}],
                   "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                             "total_tokens": prompt + completion}}
         if not request.get("stream"):
@@ -159,27 +136,17 @@ class FakeModel:
         return item
 
 
-def is_fake_model_name(name: Any) -> bool:
-    """本地端点认得的模型名：任何以 `fake` 开头的名字。"""
-    return isinstance(name, str) and name.startswith("fake")
-
-
 def _unknown_model(name: Any) -> httpx2.Response:
     return Rejected(404, f"The model `{name}` does not exist or you do not have access to it.",
                     code="model_not_found").response()
 
 
 class FakeHandler:
-    """处理函数：把 HTTP 请求交给 `responder.respond(body)`，把结果写成 HTTP 响应。
-
-    `api_key` 不为空时请求必须带 `Authorization: Bearer <api_key>`（报错里绝不回显收到的密钥）；
-    `check_model=True` 时只认 `fake` 开头的模型名（本地端点这样做）。
-    """
+    """处理函数：把 HTTP 请求交给 `responder.respond(body)`，把结果写成 HTTP 响应。`api_key` 不为空时请求必须
+    带上它（报错里绝不回显收到的密钥）；`check_model=True` 时只认 `fake` 开头的模型名（本地端点这样做）。"""
 
     def __init__(self, responder: Any, *, api_key: str | None = None, check_model: bool = False):
-        self.responder = responder
-        self.api_key = api_key
-        self.check_model = check_model
+        self.responder, self.api_key, self.check_model = responder, api_key, check_model
         self._request_ids = itertools.count(1)
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
@@ -187,31 +154,23 @@ class FakeHandler:
         response.headers["x-request-id"] = f"req_fake_{next(self._request_ids):06d}"
         return response
 
-    def _refused(self, request: httpx2.Request) -> httpx2.Response | None:
-        if self.api_key is None:
-            return None
+    def _answer(self, request: httpx2.Request) -> httpx2.Response:
         header = request.headers.get("authorization") or ""
         given = header[7:].strip() if header.startswith("Bearer ") else ""
-        if not given:
+        if self.api_key is not None and not given:
             return Rejected(401, "You didn't provide an API key. You need to provide your API key in an "
                                  "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
                             ).response()
-        if not hmac.compare_digest(given.encode(), self.api_key.encode()):  # 耗时与内容无关
+        if self.api_key is not None and not hmac.compare_digest(given.encode(), self.api_key.encode()):
             return Rejected(401, "Incorrect API key provided. Use the key this local server was started with "
-                                 "(--api-key).", code="invalid_api_key").response()
-        return None
-
-    def _answer(self, request: httpx2.Request) -> httpx2.Response:
-        refused = self._refused(request)
-        if refused is not None:
-            return refused
+                                 "(--api-key).", code="invalid_api_key").response()  # 比较的耗时与内容无关
         path = route(request)
         name = getattr(self.responder, "model", None) or DEFAULT_MODEL
         if request.method == "GET" and (path == "/models" or path.startswith("/models/")):
             wanted = path[len("/models/"):] or name
-            if wanted != name and not (self.check_model and is_fake_model_name(wanted)):
+            if wanted != name and not (self.check_model and wanted.startswith("fake")):
                 return _unknown_model(wanted)
-            info = {"id": wanted, "object": "model", "created": CREATED, "owned_by": OWNED_BY}
+            info = {"id": wanted, "object": "model", "created": CREATED, "owned_by": "harness_lib"}
             return json_response(200, info if path != "/models" else {"object": "list", "data": [info]})
         if request.method != "POST" or path != "/chat/completions":
             return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
@@ -225,14 +184,16 @@ class FakeHandler:
                             code="invalid_type").response()
         if body.get("model") is None:
             return Rejected(400, "you must provide a model parameter").response()
-        if self.check_model and not is_fake_model_name(body["model"]):
-            return _unknown_model(body["model"])
+        if self.check_model and not (isinstance(body["model"], str) and body["model"].startswith("fake")):
+            return _unknown_model(body["model"])  # 本地端点认得任何以 fake 开头的模型名
         try:
             result = self.responder.respond(body)
         except Rejected as rejected:
             return rejected.response()
         except openai.APIStatusError as exc:  # 请求检查的 400，或脚本里的 api_error(...)：照原样回
-            return error_response(exc)
+            body = exc.body if isinstance(exc.body, dict) else {"message": str(exc.message)}
+            keep = {k: v for k, v in exc.response.headers.items() if k.lower().startswith(("retry-after", "x-"))}
+            return json_response(exc.status_code, {"error": body}, keep)
         except openai.APITimeoutError:  # 脚本里的超时：让传输层超时，由 SDK 自己报告
             raise httpx2.ReadTimeout("脚本安排的超时", request=request) from None
         except openai.APIConnectionError:
@@ -246,11 +207,8 @@ class FakeHandler:
 
 
 class FakeClient(OfflineClient):
-    """离线假模型：一个真正的 `openai.OpenAI`，请求不出本进程，由 `FakeModel` 作答。
-
-    `last_request` 是最近一次请求体，`script_remaining` 是脚本里还剩几条。SDK 的自动重试关掉，
-    脚本里的每一项正好对应一次请求；`with_options(...)` 得到的副本共用同一个假模型。
-    """
+    """离线假模型：一个真正的 `openai.OpenAI`，请求不出本进程，由 `FakeModel` 作答。SDK 的自动重试关掉，
+    脚本里的每一项正好对应一次请求；`with_options(...)` 得到的副本共用同一个假模型。"""
 
     def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL, **options: Any):
         copied = isinstance(options.get("http_client"), OfflineHTTP)  # SDK 复制出的副本沿用原来的线路
@@ -269,17 +227,9 @@ class FakeClient(OfflineClient):
     def respond(self, request: dict) -> dict | list[dict]:
         return self.fake_model.respond(request)
 
-    @property
-    def model(self) -> str:
-        return self.fake_model.model
-
-    @property
-    def last_request(self) -> dict | None:
-        return self.fake_model.last_request
-
-    @property
-    def script_remaining(self) -> int | None:
-        return self.fake_model.script_remaining
+    model = property(lambda self: self.fake_model.model)
+    last_request = property(lambda self: self.fake_model.last_request)
+    script_remaining = property(lambda self: self.fake_model.script_remaining)
 
     def __repr__(self) -> str:
         return repr(self.fake_model).replace("FakeModel", type(self).__name__, 1)
@@ -289,8 +239,7 @@ class _CutStreams:
     """处理函数的包装：第 `cut_on` 次（不写就是每一次）流式请求只放出前 `after` 块（`wire.cut_stream`）。"""
 
     def __init__(self, inner: FakeHandler, after: int, cut_on: set[int] | None):
-        self.inner, self.responder, self.after, self.cut_on = inner, inner.responder, after, cut_on
-        self.calls = 0
+        self.inner, self.responder, self.after, self.cut_on, self.calls = inner, inner.responder, after, cut_on, 0
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.calls += 1
@@ -301,26 +250,13 @@ class _CutStreams:
 
 
 class CutStreamClient(FakeClient):
-    """演示用：流式回复只放出前 `after` 块就结束（没有 `finish_reason`，也没有 `[DONE]`），像连接中途断开。
-
-    `CutStreamClient(FakeClient(), after=4)` 和给定的假模型共用同一个“大脑”；`cut_on` 是要截断的第几次调用
-    （从 1 开始），不写就截断每一次流式调用。截断发生在 HTTP 这一层，SDK 读到的就是提前结束的 SSE 响应。
-    """
+    """演示用：流式回复只放出前 `after` 块就结束，像连接中途断开。`CutStreamClient(FakeClient(), after=4)`
+    和给定的假模型共用同一个“大脑”；`cut_on` 是要截断的第几次调用（从 1 开始），不写就截断每一次。"""
 
     def __init__(self, client: FakeClient | None = None, after: int = 5, *,
                  cut_on: Iterable[int] | None = None, **options: Any):
         if not isinstance(options.get("http_client"), OfflineHTTP):
             inner = FakeHandler(client if client is not None else FakeClient())
-            cut = _CutStreams(inner, after, None if cut_on is None else set(cut_on))
-            options["http_client"] = offline_http(cut)
+            cut_on = None if cut_on is None else set(cut_on)
+            options["http_client"] = OfflineHTTP(_CutStreams(inner, after, cut_on))
         super().__init__(**options)
-
-    @property
-    def calls(self) -> int:
-        """到目前为止收到的请求数。"""
-        return self.handler.calls
-
-    def __repr__(self) -> str:
-        cut_on = self.handler.cut_on
-        which = "每一次" if cut_on is None else "第 " + "、".join(map(str, sorted(cut_on))) + " 次"
-        return f"CutStreamClient({self.handler.responder!r}，{which}流式调用只放出前 {self.handler.after} 块)"

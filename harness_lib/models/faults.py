@@ -1,11 +1,7 @@
 """故障端点：只在本机运行、故意出错的 OpenAI 兼容服务器，07_endpoint_faults 用真正的 HTTP 逐个碰。
 
-一个服务器同时提供所有故障，路径的第一段就是故障名（含义见 `FAULTS`）::
-
-    faults = start_fault_server()
-    client = openai.OpenAI(base_url=faults.url("rate_limit"), api_key="随便", max_retries=2)
-    faults.hits["rate_limit"]   # 这个故障收到了几次请求（SDK 重试也算）；faults.log 每个请求一行
-
+一个服务器同时提供所有故障，路径的第一段就是故障名（含义见 `FAULTS`）：`faults.url("rate_limit")` 是
+base_url，`faults.hits["rate_limit"]` 是它收到了几次请求（SDK 重试也算），`faults.log` 每个请求一行。
 只听回环地址；“超时”最多拖 30 秒，服务器关闭时立刻放手；默认 10 分钟后自己停下（`lifetime`）。
 几种故障照 DeepSeek 的原话作答（`PROVIDER_BODIES`，出处和核对日期写在旁边）。
 """
@@ -15,14 +11,13 @@ from __future__ import annotations
 import collections
 import json
 import threading
-from typing import Any
 
 import httpx2
 
 from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel, prompt_tokens
 from .net import closed_port_url, is_loopback
 from .server import LocalServer, serve
-from .wire import Rejected, cut_stream, json_response, with_body
+from .wire import Rejected, cut_stream, error_body, json_response, with_body
 
 FAULTS = {
     "ok": "正常回答（由离线假模型的默认策略作答），用来对照",
@@ -39,13 +34,10 @@ FAULTS = {
     "no_choices": "HTTP 200，合法的 JSON，但 choices 是空列表",
     "stream_cut": "流式回复发了几块就结束了，没有 finish_reason，也没有 [DONE]",
     "flaky": "时好时坏：每三个请求里的第三个回 HTTP 503，其余由离线假模型正常回答",
-    "unknown_model": "HTTP 400 “Model Not Exist”（DeepSeek 的说法）：模型名不在 /models 的名单里"
-                     "（拼错或已下线）；名单里的名字正常回答",
-    "context_length": "请求里的 token（估算）加上 max_tokens 超过 CONTEXT_LIMIT 时回 HTTP 400（DeepSeek 的上下文超长原话），"
-                      "没超过时正常回答：越跑越长的循环迟早撞上它",
-    "thinking": "默认开着思考模式：先写 REASONING_TOKENS 个 token 的 reasoning_content，也算在 max_tokens 里；"
-                "max_tokens 不够时 content 是空的、finish_reason 是 length。"
-                "请求带 extra_body={\"thinking\": {\"type\": \"disabled\"}} 时不思考",
+    "unknown_model": "HTTP 400 “Model Not Exist”（DeepSeek 的说法）：模型名不在 /models 的名单里；名单里的名字正常回答",
+    "context_length": "token（估算）加上 max_tokens 超过 CONTEXT_LIMIT 时回 HTTP 400（DeepSeek 的原话），否则正常回答",
+    "thinking": "默认开着思考模式：先写 REASONING_TOKENS 个 token 的 reasoning_content，也算在 max_tokens 里，"
+                "不够时 content 为空、finish_reason 是 length；extra_body={\"thinking\": {\"type\": \"disabled\"}} 关掉",
 }
 FLAKY_EVERY = 3  # “时好时坏”每几个请求失败一次
 CONTEXT_LIMIT = 1024  # “上下文超长”的模型能读多少 token（真实模型是几万到上百万）
@@ -72,29 +64,22 @@ _STATUS = {
 
 # DeepSeek 现在的模型名（模型与价格页 https://api-docs.deepseek.com/zh-cn/quick_start/pricing ，核对 2026-12-01）
 MODELS = {"unknown_model": ["deepseek-flash", "deepseek-v4-flash", "deepseek-v4-pro"]}
-PROVIDER_BODIES = {
+PROVIDER_BODIES = {name: error_body(message, code="invalid_request_error") for name, message in {
     # 不存在或已下线的模型名 → 400（不是 404）。https://github.com/langbot-app/LangBot/issues/1643（2025-09）、
     # https://github.com/deepwn/addi/issues/13（2026-03），核对 2026-12-01
-    "unknown_model": {"message": "Model Not Exist", "type": "invalid_request_error", "param": None,
-                      "code": "invalid_request_error"},
+    "unknown_model": "Model Not Exist",
     # 上下文超长 → 400，messages 和 max_tokens 加在一起算。https://github.com/NoFxAiOS/nofx/issues/1278（2025-12）、
     # https://github.com/evalstate/fast-agent/issues/621（2026-01），核对 2026-12-01
-    "context_length": {"message": "This model's maximum context length is {limit} tokens. However, you requested "
-                                  "{total} tokens ({prompt} in the messages, {completion} in the completion). "
-                                  "Please reduce the length of the messages or completion.",
-                       "type": "invalid_request_error", "param": None, "code": "invalid_request_error"},
-}
+    "context_length": "This model's maximum context length is {limit} tokens. However, you requested {total} "
+                      "tokens ({prompt} in the messages, {completion} in the completion). "
+                      "Please reduce the length of the messages or completion.",
+}.items()}
 # 思考模式：DeepSeek V4 默认开着，extra_body={"thinking": {"type": "disabled"}} 关掉
 # （https://api-docs.deepseek.com/guides/thinking_mode）；max_tokens 含思维链照 deepseek-reasoner 的文档模拟
 # （https://api-docs.deepseek.com/zh-cn/guides/reasoning_model），V4 未能逐字确认。核对 2026-12-01
 _REASONING = "用户要列出 Python 文件。我先想一想该用哪条命令、结果怎样读、怎样回答……"
 _HTML_PAGE = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>请先登录</title></head>\n"
               "<body><h1>请先登录网络</h1><p>这是代理或网关返回的网页，不是模型的回复。</p></body></html>\n").encode()
-
-
-def _masked(key: str) -> str:
-    """像服务商那样回显密钥：露出开头和结尾，中间打星号。"""
-    return "*" * len(key) if len(key) <= 16 else key[:8] + "*" * 12 + key[-6:]
 
 
 def _estimate(body: dict) -> int:
@@ -112,8 +97,7 @@ class FaultHandler:
 
     def __init__(self, *, delay: float = 5.0):
         self.delay = min(float(delay), MAX_DELAY)
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
+        self.stopping, self.lock = threading.Event(), threading.Lock()
         self.hits: collections.Counter = collections.Counter()
         self.log: list[dict] = []
         self.ok = FakeHandler(FakeModel())
@@ -123,16 +107,14 @@ class FaultHandler:
         self.stopping.set()
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        parts = request.url.path.strip("/").split("/")
-        fault = parts[0] if len(parts) >= 2 and parts[0] in FAULTS and parts[1] == "v1" else None
-        rest = "/".join(parts[2:])
-        if fault is not None and request.method == "GET" and rest == "models":
+        fault, _, rest = request.url.path.strip("/").partition("/v1/")
+        if fault in FAULTS and request.method == "GET" and rest == "models":
             if fault == "auth":
                 return self._answer(fault, request, {})
             return json_response(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": CREATED, "owned_by": "harness-faults"}
                 for name in MODELS.get(fault, [DEFAULT_MODEL])]})
-        if fault is None or request.method != "POST" or rest != "chat/completions":
+        if fault not in FAULTS or request.method != "POST" or rest != "chat/completions":
             return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
         try:
             body = json.loads(request.content)
@@ -150,14 +132,15 @@ class FaultHandler:
         return response
 
     def _answer(self, fault: str, request: httpx2.Request, body: dict) -> httpx2.Response:
+        if fault == "flaky" and self.hits["flaky"] % FLAKY_EVERY == 0:  # 计数在进来时已经加过
+            fault = "unavailable"
         if fault in _STATUS:
             status, message, type_, code, headers = _STATUS[fault]
             header = request.headers.get("authorization") or ""
-            key = _masked(header[7:].strip() if header.startswith("Bearer ") else "")
+            key = header[7:].strip() if header.startswith("Bearer ") else ""
+            key = "*" * len(key) if len(key) <= 16 else key[:8] + "*" * 12 + key[-6:]  # 像服务商那样只露两头
             return Rejected(status, message.format(model=body.get("model"), key=key), type=type_, code=code,
                             headers=headers).response()
-        if fault == "flaky" and self.hits["flaky"] % FLAKY_EVERY == 0:  # 计数在进来时已经加过
-            return self._answer("unavailable", request, body)
         if fault == "timeout":
             self.stopping.wait(self.delay)  # 等到客户端放弃；服务器关闭时立刻结束
             response = self.ok(request)
@@ -169,18 +152,17 @@ class FaultHandler:
             kind = "text/html; charset=utf-8" if fault == "html" else "application/json"
             return httpx2.Response(200, content=_HTML_PAGE, headers={"content-type": kind})
         if fault == "no_choices":
-            return json_response(200, {"id": "chatcmpl-fault-0001", "object": "chat.completion",
-                                       "created": CREATED,
-                                       "model": body.get("model") or DEFAULT_MODEL, "choices": [],
-                                       "usage": {"prompt_tokens": 12, "completion_tokens": 0, "total_tokens": 12}})
+            usage = {"prompt_tokens": 12, "completion_tokens": 0, "total_tokens": 12}
+            return json_response(200, {"id": "chatcmpl-fault-0001", "object": "chat.completion", "created": CREATED,
+                                       "model": body.get("model") or DEFAULT_MODEL, "choices": [], "usage": usage})
         if fault == "stream_cut":
             return cut_stream(self.ok(request), 5)
         if fault == "unknown_model" and body.get("model") not in MODELS["unknown_model"]:
             return json_response(400, {"error": dict(PROVIDER_BODIES["unknown_model"])})
+        prompt = _estimate(body)
         completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
-        if fault == "context_length" and _estimate(body) + completion > CONTEXT_LIMIT:
+        if fault == "context_length" and prompt + completion > CONTEXT_LIMIT:
             error = dict(PROVIDER_BODIES["context_length"])
-            prompt = _estimate(body)
             error["message"] = error["message"].format(limit=CONTEXT_LIMIT, total=prompt + completion,
                                                        prompt=prompt, completion=completion)
             return json_response(400, {"error": error})
@@ -209,30 +191,24 @@ class FaultHandler:
         return json_response(200, {**answer, "choices": [{**choice, "message": message}], "usage": usage})
 
 
+def _known(fault: str) -> None:
+    if fault not in FAULTS:
+        raise ValueError(f"没有名为 {fault!r} 的故障，可选：{'、'.join(FAULTS)}")
+
+
 class FaultServer(LocalServer):
-    """后台线程里的故障服务器：`url(故障名)` 给出 base_url，`hits`、`log` 是收到的请求，`reset()` 清零。"""
+    """后台线程里的故障服务器：`url(故障名)` 给出 base_url，`reset()` 把收到的请求清零。`hits` 数每个故障的请求，
+    `log` 每个请求一行：故障、SDK 的第几次尝试（请求头 x-stainless-retry-count）、消息条数、token（估算）、状态码。"""
 
     fault = "ok"
+    hits: collections.Counter
+    log: list[dict]
     _timer: threading.Timer | None = None
 
     def url(self, fault: str) -> str:
         """某个故障的 base_url；`"connection"` 给出一个没有人监听的地址。"""
-        if fault not in FAULTS:
-            raise ValueError(f"没有名为 {fault!r} 的故障，可选：{'、'.join(FAULTS)}")
+        _known(fault)
         return closed_port_url(self.host) if fault == "connection" else f"{self.origin}/{fault}/v1"
-
-    @property
-    def hits(self) -> collections.Counter:
-        return self.handler.hits
-
-    @property
-    def requests(self) -> int:
-        return sum(self.handler.hits.values())
-
-    @property
-    def log(self) -> list[dict]:
-        """每个请求一行：故障、SDK 的第几次尝试（请求头 x-stainless-retry-count）、消息条数、token（估算）、状态码。"""
-        return [dict(row) for row in self.handler.log]
 
     def reset(self) -> None:
         with self.handler.lock:
@@ -244,20 +220,17 @@ class FaultServer(LocalServer):
             self._timer.cancel()
         super().close()
 
-    def __repr__(self) -> str:
-        return f"FaultServer(本机测试服务器 {self.origin}，默认故障 {self.fault!r}，{'已关闭' if self.closed else '运行中'})"
-
 
 def start_fault_server(fault: str = "ok", *, host: str = "127.0.0.1", port: int = 0, delay: float = 5.0,
                        lifetime: float | None = 600.0, verbose: bool = False) -> FaultServer:
     """在后台线程里启动故障服务器。`fault` 只决定 `base_url` 指向哪个故障；`delay` 是“超时”拖的秒数
     （要比客户端的 timeout 长）；`lifetime` 秒后自己停下，`None` 表示不限。"""
-    if fault not in FAULTS:
-        raise ValueError(f"没有名为 {fault!r} 的故障，可选：{'、'.join(FAULTS)}")
+    _known(fault)
     if not is_loopback(host, listening=True):
         raise ValueError(f"故障服务器只监听本机回环地址（127.0.0.1、::1、localhost），收到 {host!r}")
     server = serve(FaultHandler(delay=delay), host, port, verbose=verbose, cls=FaultServer)
     server.fault, server.base_url = fault, server.url(fault)
+    server.hits, server.log = server.handler.hits, server.handler.log  # 和处理函数共用，reset() 就地清零
     if lifetime is not None:
         server._timer = threading.Timer(lifetime, server.close)
         server._timer.daemon = True

@@ -1,7 +1,6 @@
-"""服务商的“怪脾气”：让离线假模型照着真实服务商的已知行为作答，不用密钥也能遇到它们（07–09）。
-
-`QUIRKS` 的每一条写明哪家、哪个版本范围、出处、现在的状态，整张表核对于 `AS_OF`。行为是数据：
-`_REFUSE`（会拒绝的请求）、`_REWRITE`（改写完整回复）、`_RESTREAM`（改写 `wire.stream_chunks` 切出的块）。
+"""服务商的“怪脾气”：离线假模型照着真实服务商的已知行为作答，不用密钥也能遇到它们（07–09）。
+`QUIRKS` 每一条写明哪家、版本范围、出处和状态，整张表核对于 `AS_OF`。行为是数据：`_REFUSE`（会拒绝的
+请求）、`_REWRITE`（改写完整回复）、`_RESTREAM`（改写 `wire.stream_chunks` 切出的块）。
 `QuirkClient(quirk)` 离线用；`start_quirk_server()` 按模型名选（`fake-agent-1@ollama_no_tools`）；
 `naive_loop`、`naive_stream` 是教程里常见的朴素写法，用来看它们在哪一步坏掉。
 """
@@ -13,11 +12,11 @@ from typing import Any, Iterable, NamedTuple
 
 import httpx2
 
-from .checks import pairing_error
+from .checks import DASHSCOPE_PAIRING, pairing_error
 from .fake import FakeClient, FakeHandler, FakeModel
 from .script import text_of
 from .server import LocalServer, serve
-from .wire import OfflineHTTP, Rejected, json_response, route, sse_response, stream_chunks, with_body
+from .wire import Rejected, json_response, route, sse_response, stream_chunks, with_body
 
 AS_OF = "2026-12-01"  # 这张表核对到哪一天
 CURRENT, PARTLY_FIXED, FIXED = "现存", "部分修复", "已修复（历史）"
@@ -26,29 +25,23 @@ FLAGGED = "【审核样例】"  # `dashscope_inspection` 当作审核不通过�
 
 
 class Quirk(NamedTuple):
-    """一条怪脾气：服务商、行为、出处、朴素写法怎么坏、本项目怎么应对，以及版本、状态、修复和核对日期。"""
+    """一条怪脾气：服务商、行为、出处、版本范围、状态；修好了的写明修复于哪里、为什么还要防。"""
 
     name: str
     provider: str
     behaviour: str
     source: str
-    naive: str
-    project: str
-    versions: str = ""
+    versions: str
     status: str = CURRENT
     fixed_in: str = ""
     why_keep: str = ""
     refs: tuple = ()
-    checked: str = AS_OF
 
 
 _GH = "https://github.com/"
 QUIRKS: dict[str, Quirk] = {q.name: q for q in [
-    Quirk("ollama_parallel_index0", "Ollama",
-          "流式输出并行的工具调用时，每个调用一块发完，都写成 index 0，各自带新的 id。",
+    Quirk("ollama_parallel_index0", "Ollama", "流式输出并行的工具调用时，每个调用一块发完，都写成 index 0，各自带新的 id。",
           _GH + "ollama/ollama/issues/15457",
-          "按 index 拼接：两个调用拼成一个，arguments 变成 {…}{…}，第二个调用丢了。",
-          "accumulate 见到同一个 index 换了 id，就开一个新调用。",
           versions="Ollama ≤ v0.20.5 的所有模型；v0.20.6 起有内置解析器的模型已修好，"
                    "没有专用解析器的模型（如 qwen2.5-coder:7b）仍有报告（#15497）",
           status=PARTLY_FIXED, fixed_in="Ollama v0.20.6（2026-04-11，PR #15467）",
@@ -56,18 +49,12 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                    "按 id 分开调用，对规矩的服务也没有坏处。",
           refs=(_GH + "ollama/ollama/pull/15467", _GH + "ollama/ollama/issues/15497",
                 _GH + "ollama/ollama/issues/16212")),
-    Quirk("ollama_no_tools", "Ollama（小模型）",
-          "提供了工具，小模型却不发 tool_calls，而是把调用写成一段 JSON 文字。",
+    Quirk("ollama_no_tools", "Ollama（小模型）", "提供了工具，小模型却不发 tool_calls，而是把调用写成一段 JSON 文字。",
           _GH + "ollama/ollama/issues/13519",
-          "第一轮就因为没有 tool_calls 而结束，把那段 JSON 当成最终回答，什么都没执行。",
-          "循环同样停下（协议上这就是回答）；探针的“提供工具后返回 tool_calls”一项给出 ✗ 和办法。",
           versions="与 Ollama 版本无关，取决于模型（例如 llama3.2:3b、qwen2.5-coder:7b 一类小模型）",
           refs=(_GH + "ollama/ollama-vscode/pull/20",)),
-    Quirk("deepseek_thinking", "DeepSeek（思考模式）",
-          "回复带 reasoning_content；带工具调用的那轮助手消息，之后每次请求都要原样带着它，否则 400。",
+    Quirk("deepseek_thinking", "DeepSeek（思考模式）", "回复带 reasoning_content；带工具调用的那轮助手消息，之后每次请求都要原样带着它，否则 400。",
           "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
-          "自己拼助手消息、只抄 content 和 tool_calls：第二轮就收到 400。",
-          "循环用 model_dump(exclude_none=True) 追加整条消息，reasoning_content 跟着回去；流式的也拼好保留。",
           versions="DeepSeek API 的 V4 模型（deepseek-v4-flash、deepseek-v4-pro），思考模式默认开启；"
                    "已下线的 deepseek-reasoner 的规矩相反（要求删掉 reasoning_content）",
           refs=("https://api-docs.deepseek.com/zh-cn/guides/thinking_mode",
@@ -75,30 +62,20 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("dashscope_tool_rule", "阿里云百炼",
           "每个 tool_call_id 都要有 tool 消息紧跟在后面，tool 消息前面必须是带 tool_calls 的助手消息；措辞是百炼自己的。",
           _GH + "agentscope-ai/agentscope/issues/772",
-          "并行调用只执行第一个（tool_calls[0]）：下一次请求 400。",
-          "循环为每个调用都追加一条 tool 消息；explain_error 认得这句原话。",
           versions="百炼 DashScope 接口与 OpenAI 兼容接口（通义千问系列）；2025-06 至 2025-11 的报告里都是这句原话"
                    "（官方错误码页面里没有找到，未在官方文档核实）",
           refs=(_GH + "agentscope-ai/agentscope-java/issues/53", _GH + "run-llama/llama_index/pull/19224")),
     Quirk("dashscope_inspection", "阿里云百炼",
           "内容审核：messages 里有审核不通过的内容（这里用 FLAGGED 这段文字代表）时回 400 data_inspection_failed。",
           "https://help.aliyun.com/zh/model-studio/error-code#inappropriate-content",
-          "原样抛出 BadRequestError，看起来像代码写错了；重试也一样被拦。",
-          "call_model 把它变成 EndpointError（content_filter），说明是审核、该删哪条消息；messages 不变。",
           versions="百炼所有文本模型（OpenAI 兼容接口与 DashScope 接口）；2026 年仍常见",
           refs=(_GH + "666ghj/BettaFish/issues/557", _GH + "QwenLM/qwen-code/issues/3145")),
-    Quirk("dashscope_output_inspection", "阿里云百炼",
-          "流式输出到一半，输出审核没通过：流里来一个 {\"error\": {...}} 事件，之后就没有了。",
-          _GH + "666ghj/BettaFish/issues/570",
-          "SDK 抛出 APIError，笼统地说流出错了；手写的拼接代码只会以为断流。",
-          "stream_turn 抛出 EndpointError（content_filter），附上服务商原话；半条消息不进 messages。",
-          versions="百炼文本模型的流式输出；错误事件的确切形状未在官方文档核实",
+    Quirk("dashscope_output_inspection", "阿里云百炼", "流式输出到一半，输出审核没通过：流里来一个 {\"error\": {...}} 事件，之后就没有了。",
+          _GH + "666ghj/BettaFish/issues/570", versions="百炼文本模型的流式输出；错误事件的确切形状未在官方文档核实",
           refs=("https://help.aliyun.com/zh/model-studio/error-code#inappropriate-content",)),
     Quirk("llamacpp_content", "llama.cpp（llama-server）",
           "助手消息没有 content（或是 null）时回 500 “Expected 'content' to be a string or an array”。",
           _GH + "ggml-org/llama.cpp/issues/13471",
-          "以为是服务器坏了（500），SDK 还会白白重试两次。",
-          "explain_error 认出这是请求形状的问题（request_shape），说明补上 \"content\": \"\"。",
           versions="llama-server 约 b5331 至 2025-05-12 之间的构建（null），以及 PR #12293 之前的构建（缺键）",
           status=FIXED, fixed_in="llama.cpp PR #13477（2025-05-12；缺键早在 PR #12293，2025-03-10）",
           why_keep="旧构建和以它为底的打包还在很多机器上（2025-09 仍有报告），llama-cpp-python 对缺 content "
@@ -108,121 +85,82 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("llamacpp_no_jinja", "llama.cpp（llama-server）",
           "没有用 --jinja 启动的 llama-server 收到带 tools 的请求，回 500 “tools param requires --jinja flag”。",
           _GH + "ggml-org/llama.cpp/pull/17524",
-          "以为是服务器坏了（500），SDK 还会白白重试两次；教程让人“加 --jinja”，新版本上这句已经多余。",
-          "探针认出这句原话，说明升级 llama-server（或启动时加 --jinja）；不带工具的对话照常。",
           versions="PR #17524（2025-11）之前的 llama-server 构建，以及用 --no-jinja 启动的",
           status=FIXED, fixed_in="llama.cpp PR #17524（2025-11，llama-server 默认开启 jinja）",
           why_keep="发行版和镜像里的旧 llama-server 还很多，有的打包特意用 --no-jinja 启动；"
                    "认得这句原话，就知道该升级，而不是去改自己的代码。",
           refs=(_GH + "containers/ramalama/issues/988", _GH + "huggingface/hub-docs/pull/2420")),
-    Quirk("llamacpp_required", "llama-cpp-python（chatml-function-calling）",
-          "tool_choice=\"required\" 不被支持：处理函数里断言失败，回 500，错误消息是空的。",
-          _GH + "abetlen/llama-cpp-python/pull/1613",
-          "强制调用工具的请求一律 500，看不出原因。",
-          "循环不传 tool_choice，不受影响；探针的 tool_choice=\"required\" 一项给出 ✗ 和办法。",
-          versions="llama-cpp-python 至 v0.3.35（2026-08）；PR #1613 未合并",
-          refs=(_GH + "abetlen/llama-cpp-python/blob/main/llama_cpp/llama_chat_format.py",)),
     Quirk("llamacpp_python", "llama-cpp-python（chatml-function-calling）",
-          "不写 tool_choice 就不调用工具；写明 \"auto\" 的流式请求一块都不发就结束；"
-          "助手消息没有 content 键时回 500；流式不报用量。",
+          "不写 tool_choice 就不调用工具；写明 \"auto\" 的流式请求一块都不发就结束；助手消息没有 content 键、"
+          "tool_choice=\"required\"（处理函数里断言失败，错误消息是空的）都回 500；流式不报用量。",
           _GH + "abetlen/llama-cpp-python/blob/main/llama_cpp/llama_chat_format.py",
-          "照 OpenAI 的习惯不写 tool_choice：一个工具都不调用；写明了再开流式：什么都收不到，也没有报错。",
-          "探针逐项点名这些差别并给出办法；这台服务上要写明 tool_choice、用非流式、追加前补上 content。",
-          versions="llama-cpp-python v0.3.x 至 v0.3.35（2026-08）的 chatml-function-calling 格式；"
-                   "流式的两条是本项目 make test-real 量到的，未在上游逐行核实",
-          refs=(_GH + "abetlen/llama-cpp-python/issues/1338",)),
-    Quirk("moonshot_usage_in_choice", "月之暗面",
-          "流式输出的用量不在块的顶层，而在最后一块的 choices[0].usage 里。",
+          versions="llama-cpp-python v0.3.x 至 v0.3.35（2026-08）的 chatml-function-calling 格式"
+                   "（PR #1613 未合并）；流式的两条是本项目 make test-real 量到的，未在上游逐行核实",
+          refs=(_GH + "abetlen/llama-cpp-python/issues/1338", _GH + "abetlen/llama-cpp-python/pull/1613")),
+    Quirk("moonshot_usage_in_choice", "月之暗面", "流式输出的用量不在块的顶层，而在最后一块的 choices[0].usage 里。",
           _GH + "earendil-works/pi/issues/2017",
-          "只看 chunk.usage：永远是空的，token 预算永远不触发。",
-          "accumulate 两处都看；agent_loop_stream 的 max_tokens_total 照样生效。",
           versions="moonshot-v1-* 起（2024-06 的报告）到 Kimi K2.5（2026-03 的报告）；未在官方文档核实",
           refs=(_GH + "northes/go-moonshot/issues/17",)),
-    Quirk("empty_choices_first", "多家（Azure OpenAI 等）",
-          "流的第一块 choices 是空列表（内容过滤的提示块）。",
+    Quirk("empty_choices_first", "多家（Azure OpenAI 等）", "流的第一块 choices 是空列表（内容过滤的提示块）。",
           _GH + "seratch/ChatGPT-in-Slack/pull/49",
-          "直接取 chunk.choices[0]：第一块就抛出 IndexError。",
-          "accumulate 跳过 choices 为空的块，在哪个位置都一样。",
           versions="Azure OpenAI api-version 2023-06-01-preview 起；2024-08 仍有报告；未在 Azure 官方文档核实",
           refs=(_GH + "AbanteAI/archive-old-cli-mentat/issues/429", _GH + "langfuse/langfuse/issues/2833")),
-    Quirk("deepseek_balance", "DeepSeek",
-          "余额不足：HTTP 402 “Insufficient Balance”。",
-          "https://api-docs.deepseek.com/quick_start/error_codes",
-          "一个没见过的状态码，原样抛出英文异常。",
-          "call_model 抛出 EndpointError（balance）：余额不足、重试没用、去充值。",
-          versions="DeepSeek API（所有模型）"),
+    Quirk("deepseek_balance", "DeepSeek", "余额不足：HTTP 402 “Insufficient Balance”。",
+          "https://api-docs.deepseek.com/quick_start/error_codes", versions="DeepSeek API（所有模型）"),
 ]}
 
-# 百炼的配对规则和 OpenAI 一样，措辞不同（见 checks.pairing_error）
-DASHSCOPE_PAIRING = {
-    "prefix": "<400> InternalError.Algo.InvalidParameter: ",
-    "code": "invalid_parameter_error",
-    "orphan": 'messages with role "tool" must be a response to a preceeding message with "tool_calls".',
-    "unknown": None,
-    "unanswered": 'An assistant message with "tool_calls" must be followed by tool messages responding to each '
-                  '"tool_call_id". The following tool_call_ids did not have response messages: message[{i}].role',
-}
 _REASONING = ("结果已经有了，简短回答即可。", "用户想让我查看文件。我先调用 bash 工具执行命令，拿到结果再回答。")
+_INSPECTION = "data may contain inappropriate content."
 
 
-def _messages(body: dict) -> list[dict]:
-    messages = body.get("messages")
-    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+def _messages(body: dict, role: str | None = None) -> list[dict]:
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    return [m for m in messages if isinstance(m, dict) and role in (None, m.get("role"))]
 
 
-def _assistants(body: dict) -> list[dict]:
-    return [m for m in _messages(body) if m.get("role") == "assistant"]
+def _when(test, status: int, message: Any, type: str, code: Any = None):
+    """请求满足 `test(body)` 时拒绝；`message` 可以是 `message(body)`，按请求写原话。"""
+    def refuse(body: dict) -> httpx2.Response | None:
+        if test(body):
+            text = message(body) if callable(message) else message
+            return Rejected(status, text, type=type, code=code).response()
+    return refuse
 
 
-def _no(status: int, message: str, type: str, code: Any = None) -> httpx2.Response:
-    return Rejected(status, message, type=type, code=code).response()
-
-
-def _no_reasoning(body: dict) -> httpx2.Response | None:
-    for i, m in enumerate(_messages(body)):
-        if m.get("role") == "assistant" and m.get("tool_calls") and "reasoning_content" not in m:
-            return _no(400, f"Missing `reasoning_content` field in the assistant message at message index {i}. "
-                            "For more information, please refer to "
-                            "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
-                       "invalid_request_error", "invalid_request_error")
+def _unreasoned(body: dict) -> int | None:
+    """第一条带工具调用、却没带回 reasoning_content 的助手消息的下标。"""
+    return next((i for i, m in enumerate(_messages(body)) if m.get("role") == "assistant"
+                 and m.get("tool_calls") and "reasoning_content" not in m), None)
 
 
 def _llamacpp_python(body: dict) -> httpx2.Response | None:
-    if body.get("tool_choice") == "required":  # 和 llamacpp_required 同一个断言
-        return _REFUSE["llamacpp_required"](body)
-    if any("content" not in m for m in _assistants(body)):
-        return _no(500, "'dict object' has no attribute 'content'", "internal_server_error")
+    if body.get("tool_choice") == "required":  # 处理函数里的断言失败：500，错误消息是空的
+        return Rejected(500, "", type="internal_server_error").response()
+    if any("content" not in m for m in _messages(body, "assistant")):
+        return Rejected(500, "'dict object' has no attribute 'content'",
+                        type="internal_server_error").response()
     if body.get("stream") and body.get("tools") and body.get("tool_choice") == "auto":
         return sse_response([], done=False)  # 服务端在生成之前就出错了，流里什么都没有
 
 
-def _pairs(body: dict) -> httpx2.Response | None:
-    problem = pairing_error(_messages(body), DASHSCOPE_PAIRING)
-    return problem and problem.response()
-
-
-def _when(test, *rejection) -> Any:
-    """请求满足 `test(body)` 时拒绝：`_when(test, 状态码, 原话, type, code)`。"""
-    return lambda body: _no(*rejection) if test(body) else None
-
-
-_INSPECTION = "data may contain inappropriate content."
 # 怪脾气 → 请求进来时先看一眼：服务商会拒绝的，返回它的响应（否则 None）
 _REFUSE = {
     "deepseek_balance": _when(lambda b: True, 402, "Insufficient Balance", "unknown_error",
                               "invalid_request_error"),
-    "deepseek_thinking": _no_reasoning,
-    "dashscope_tool_rule": _pairs,
-    "dashscope_inspection": _when(lambda b: any(FLAGGED in text_of(m.get("content")) for m in _messages(b)),
-                                  400, "Input " + _INSPECTION, "data_inspection_failed", "data_inspection_failed"),
+    "deepseek_thinking": _when(lambda b: _unreasoned(b) is not None, 400, lambda b: (
+        f"Missing `reasoning_content` field in the assistant message at message index {_unreasoned(b)}. "
+        "For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"),
+        "invalid_request_error", "invalid_request_error"),
+    "dashscope_tool_rule": lambda b: (p := pairing_error(_messages(b), DASHSCOPE_PAIRING)) and p.response(),
+    "dashscope_inspection": _when(lambda b: any(FLAGGED in text_of(m.get("content")) for m in _messages(b)), 400,
+                                  "Input " + _INSPECTION, "data_inspection_failed", "data_inspection_failed"),
     "dashscope_output_inspection": _when(lambda b: not b.get("stream"), 400, "Output " + _INSPECTION,
                                          "data_inspection_failed", "data_inspection_failed"),
     # 原话和状态码照 ramalama#988 里贴出的旧 llama-server 回复
     "llamacpp_no_jinja": _when(lambda b: b.get("tools"), 500, "tools param requires --jinja flag",
                                "server_error", 500),
-    "llamacpp_content": _when(lambda b: any(m.get("content") is None for m in _assistants(b)), 500,
+    "llamacpp_content": _when(lambda b: any(m.get("content") is None for m in _messages(b, "assistant")), 500,
                               "Expected 'content' to be a string or an array", "server_error", 500),
-    "llamacpp_required": _when(lambda b: b.get("tool_choice") == "required", 500, "", "internal_server_error"),
     "llamacpp_python": _llamacpp_python,
 }
 
@@ -287,23 +225,12 @@ _RESTREAM = {
 }
 
 
-def quirk_of(model: Any) -> str | None:
-    """从模型名里读出怪脾气：`"deepseek_thinking"` 或 `"fake-agent-1@deepseek_thinking"`；没有就是 None。"""
-    name = model.rsplit("@", 1)[-1] if isinstance(model, str) else None
-    return name if name in QUIRKS else None
-
-
-def _known(quirk: str | None) -> None:
-    if quirk not in QUIRKS:
-        raise ValueError(f"没有名为 {quirk!r} 的怪脾气，可选：{'、'.join(QUIRKS)}")
-
-
 class QuirkHandler:
     """处理函数的包装：按一种怪脾气检查请求、改写回复；`quirk` 不写时按模型名选，`requests` 是收到的请求体。"""
 
     def __init__(self, quirk: str | None = None, inner: Any = None):
-        if quirk is not None:
-            _known(quirk)
+        if quirk is not None and quirk not in QUIRKS:
+            raise ValueError(f"没有名为 {quirk!r} 的怪脾气，可选：{'、'.join(QUIRKS)}")
         self.quirk = quirk
         self.inner = inner if inner is not None else FakeHandler(FakeModel())
         self.responder = self.inner.responder  # 副本的 fake_model 据此找到原来的假模型
@@ -317,22 +244,23 @@ class QuirkHandler:
         if not isinstance(body, dict) or route(request) != "/chat/completions":
             return self.inner(request)
         self.requests.append(body)
-        quirk = self.quirk or quirk_of(body.get("model"))
-        if quirk is None:
-            return self.inner(request)
-        refused = _REFUSE.get(quirk, lambda body: None)(body)
+        named = str(body.get("model")).rsplit("@", 1)[-1]  # "deepseek_thinking" 或 "fake-agent-1@deepseek_thinking"
+        quirk = self.quirk or (named if named in QUIRKS else None)
+        refused = _REFUSE[quirk](body) if quirk in _REFUSE else None
         if refused is not None:
             return refused
-        plain = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        answer = self.inner(with_body(request, plain))
+        if quirk is None:
+            return self.inner(request)
+        answer = self.inner(with_body(request, {k: v for k, v in body.items()
+                                                if k not in ("stream", "stream_options")}))
         if answer.status_code != 200:
             return answer
         completion = json.loads(answer.read())
         choice = completion["choices"][0]
         message = _REWRITE.get(quirk, lambda message, body: message)(dict(choice["message"]), body)
-        finish = choice["finish_reason"]
-        finish = "stop" if finish == "tool_calls" and not message.get("tool_calls") else finish
-        completion["choices"] = [{**choice, "message": message, "finish_reason": finish}]
+        if choice["finish_reason"] == "tool_calls" and not message.get("tool_calls"):
+            choice["finish_reason"] = "stop"
+        completion["choices"] = [{**choice, "message": message}]
         if not body.get("stream"):
             return json_response(200, completion)
         options = body.get("stream_options")
@@ -342,11 +270,9 @@ class QuirkHandler:
 
 
 class QuirkClient(FakeClient):
-    """离线客户端：默认策略（或脚本）的假模型带上一种怪脾气；`requests` 是它收到的请求体。"""
+    """离线客户端：默认策略（或脚本）的假模型带上一种怪脾气（不写时按模型名选）；`requests` 是收到的请求体。"""
 
     def __init__(self, quirk: str | None = None, script: Iterable[Any] | None = None, **options: Any):
-        if not isinstance(options.get("http_client"), OfflineHTTP):
-            _known(quirk)
         self._quirk = quirk
         super().__init__(script, **options)
         # SDK 复制出的副本沿用原来的线路：怪脾气和收到的请求体都是同一份
@@ -354,9 +280,6 @@ class QuirkClient(FakeClient):
 
     def _make_handler(self):
         return QuirkHandler(self._quirk, FakeHandler(self))
-
-    def __repr__(self) -> str:
-        return f"QuirkClient({self.quirk!r}：{QUIRKS[self.quirk].provider})"
 
 
 def start_quirk_server(quirk: str | None = None, *, host: str = "127.0.0.1", port: int = 0) -> LocalServer:

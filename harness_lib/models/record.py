@@ -1,11 +1,8 @@
 """录制与回放：把每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放（09_probe_and_replay）。
 
-- `Recorder(client)`：给任何 `openai.OpenAI` 接上一段“录音线路”，它本身也能当客户端用；`save(path)`
-  一次调用写一行。不记请求头；写文件前每一段文字都经过 `secrets.redact`（客户端的密钥、`secrets=`、
-  环境里的秘密值，连同它们的片段）。SDK 重试过的调用只留最后一次尝试，多一个 `attempts`。
-- `ReplayClient(path)`：真正的 `openai.OpenAI`，线路按录制的顺序回出同样的响应。这次的请求和录像里的
-  不一样时抛出中文说明的 `ReplayMismatchError`；`check=False` 只按顺序回放。
-
+`Recorder(client)` 给任何 `openai.OpenAI` 接上“录音线路”，`save(path)` 一次调用写一行：不记请求头，每段文字
+都经过 `secrets.redact`；SDK 重试过的调用只留最后一次尝试（多一个 `attempts`）。`ReplayClient(path)` 按顺序
+回出同样的响应，请求和录像不一样时抛出 `ReplayMismatchError`（`check=False` 只按顺序回放）。
 一行的样子：`{"call": 1, "request": {...}, "stream": false, "response": {...}}`；流式调用有 `chunks`、
 `done`（服务发了 `[DONE]`）和 `ended`（流读到了头）；失败的调用有 `error`。
 """
@@ -20,41 +17,37 @@ import httpx2
 import openai
 
 from ..safety.secrets import redact
-from .wire import OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, is_stream, json_response, sse_chunks, \
-    sse_response
+from .wire import (OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, is_stream, json_response, sse_chunks,
+                   sse_response)
 
 _COMPARED = ("messages", "tools", "tool_choice", "stream")  # 回放时逐项比较的请求字段
-_REDACTED = "[已隐去的密钥]"
 _DROPPED_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 
 
-def _request_json(request: httpx2.Request) -> dict:
+def _json_or(data: bytes, fallback: Any) -> Any:
     try:
-        body = json.loads(request.content or b"{}")
+        return json.loads(data)
     except ValueError:
-        return {"_raw": request.content.decode("utf-8", "replace")}
+        return fallback
+
+
+def _request_json(request: httpx2.Request) -> dict:
+    body = _json_or(request.content or b"{}", request.content.decode("utf-8", "replace"))
     return body if isinstance(body, dict) else {"_raw": body}
 
 
 def _error_record(response: httpx2.Response, data: bytes) -> dict:
-    try:
-        body = json.loads(data)
-    except ValueError:
-        body = None
+    body = _json_or(data, None)
     inner = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(inner, dict):
-        record = {"status": response.status_code,
-                  **{k: inner.get(k) for k in ("message", "type", "param", "code")}}
-    else:
-        record = {"status": response.status_code, "message": data.decode("utf-8", "replace")[:500]}
+    record = {"status": response.status_code, **({k: inner.get(k) for k in ("message", "type", "param", "code")}
+                                                 if isinstance(inner, dict) else
+                                                 {"message": data.decode("utf-8", "replace")[:500]})}
     retry = {k: v for k, v in response.headers.items() if k.lower().startswith("retry-after")}
-    if retry:
-        record["headers"] = retry
-    return record
+    return {**record, "headers": retry} if retry else record
 
 
 class _TeeStream(httpx2.SyncByteStream):
-    """流式响应：字节原样交给 SDK，同时攒下来；流结束（或被关掉）时写进录像。"""
+    """流式响应：字节原样交给 SDK，同时攒下来；SDK 读完或出错后总会关掉流，那时写进录像。"""
 
     def __init__(self, response: httpx2.Response, entry: dict):
         self._response, self._entry, self._data = response, entry, bytearray()
@@ -68,8 +61,6 @@ class _TeeStream(httpx2.SyncByteStream):
         except httpx2.HTTPError as exc:
             self._entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
             raise
-        finally:
-            self._entry["chunks"], self._entry["done"] = sse_chunks(bytes(self._data))
 
     def close(self) -> None:
         self._entry["chunks"], self._entry["done"] = sse_chunks(bytes(self._data))
@@ -88,38 +79,31 @@ class _Tap(httpx2.BaseTransport):
         if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
             return self.inner.send(request)  # 只录模型调用；列模型之类的请求照常转交
         body = _request_json(request)
-        try:
-            retry = int(request.headers.get("x-stainless-retry-count") or 0)
-        except ValueError:
-            retry = 0
+        retry = int(request.headers.get("x-stainless-retry-count") or 0)
         if retry and self.calls and "error" in self.calls[-1]:
             # 上一次尝试失败了，SDK 在重试同一个调用：录像里一次调用只留最后一次尝试，回放才对得上
             self.calls.pop()
-        entry: dict = {"call": len(self.calls) + 1, "request": body, "stream": bool(body.get("stream"))}
-        if retry:
-            entry["attempts"] = retry + 1  # SDK 试了几次才得到这个结果
+        entry: dict = {"call": len(self.calls) + 1, "request": body, "stream": bool(body.get("stream")),
+                       **({"attempts": retry + 1} if retry else {})}  # SDK 试了几次才得到这个结果
         self.calls.append(entry)
         try:
             response = self.inner.send(request, stream=True)
-        except httpx2.TimeoutException as exc:
-            entry["error"] = {"type": "APITimeoutError", "message": str(exc)}
-            raise
         except httpx2.HTTPError as exc:
-            entry["error"] = {"type": "APIConnectionError", "message": str(exc)}
+            kind = "APITimeoutError" if isinstance(exc, httpx2.TimeoutException) else "APIConnectionError"
+            entry["error"] = {"type": kind, "message": str(exc)}
             raise
         headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROPPED_HEADERS]
         if is_stream(response) and response.status_code == 200:
-            entry["chunks"], entry["done"], entry["ended"] = [], False, False
+            entry.update(chunks=[], done=False, ended=False)
             return httpx2.Response(200, headers=headers, stream=_TeeStream(response, entry))
         data = response.read()
         response.close()
         if response.status_code >= 400:
             entry["error"] = _error_record(response, data)
         else:
-            try:
-                entry["response"] = json.loads(data)
-            except ValueError:
-                entry["response_text"] = data.decode("utf-8", "replace")
+            parsed = _json_or(data, None)
+            entry.update({"response": parsed} if parsed is not None else
+                         {"response_text": data.decode("utf-8", "replace")})
         return httpx2.Response(response.status_code, headers=headers, content=data)
 
 
@@ -134,28 +118,21 @@ class Recorder:
         tap = httpx2.Client(transport=_Tap(client._client, self.calls))
         self.client = openai.OpenAI(api_key=client.api_key, base_url=client.base_url, http_client=tap,
                                     max_retries=client.max_retries, timeout=client.timeout)
-        self._secrets = [s for s in secrets if isinstance(s, str)]
-
-    def _all_secrets(self) -> list[str]:
-        found = [*self._secrets, getattr(self.original, "api_key", None)]
         # 离线线路的占位密钥不是秘密：抹掉它的片段只会误伤正文（比如 "offline" 这个词）
-        return [s for s in found if isinstance(s, str) and s and s != OFFLINE_KEY]
+        self._secrets = [s for s in (*secrets, getattr(client, "api_key", None))
+                         if isinstance(s, str) and s and s != OFFLINE_KEY]
 
-    def _scrub(self, value: Any, keys: list[str]) -> Any:
+    def _scrub(self, value: Any) -> Any:
         """录像里的每一段文字（包括字典的键）都交给 `secrets.redact`。"""
         if isinstance(value, str):
-            return redact(value, keys, mask=_REDACTED)
+            return redact(value, self._secrets, mask="[已隐去的密钥]")
         if isinstance(value, dict):
-            return {self._scrub(k, keys): self._scrub(v, keys) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._scrub(v, keys) for v in value]
-        return value
+            return {self._scrub(k): self._scrub(v) for k, v in value.items()}
+        return [self._scrub(v) for v in value] if isinstance(value, list) else value
 
     def lines(self) -> list[str]:
         """录像的每一行（JSON 文本，中文原样保存，密钥和环境里的秘密值已替换）。"""
-        keys = self._all_secrets()
-        return [json.dumps(self._scrub(entry, keys), ensure_ascii=False, separators=(",", ":"))
-                for entry in self.calls]
+        return [json.dumps(self._scrub(entry), ensure_ascii=False, separators=(",", ":")) for entry in self.calls]
 
     def save(self, path: str | Path) -> Path:
         """把录像写成 UTF-8 的 JSONL 文件（一次调用一行），返回文件路径。"""
@@ -165,8 +142,7 @@ class Recorder:
         return path
 
     def __getattr__(self, name: str) -> Any:
-        # chat、models 等属性交给接好线的客户端
-        return getattr(self.client, name)
+        return getattr(self.client, name)  # chat、models 等属性交给接好线的客户端
 
     def __repr__(self) -> str:
         return f"Recorder({self.original!r}，已录 {len(self.calls)} 次调用)"
@@ -200,15 +176,13 @@ def _without_none(value: Any) -> Any:
     """值为 None 的键等于没有：SDK 对象发出去时带着 `"content": null`，字典往往不写这个键。"""
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_none(v) for v in value]
-    return value
+    return [_without_none(v) for v in value] if isinstance(value, list) else value
 
 
 def _first_difference(recorded: Any, actual: Any, path: str) -> str | None:
     """两个 JSON 值第一处不同的位置，返回中文说明；相同则返回 None。"""
     if isinstance(recorded, dict) and isinstance(actual, dict):
-        for key in list(recorded) + [k for k in actual if k not in recorded]:
+        for key in [*recorded, *(k for k in actual if k not in recorded)]:
             if key not in actual:
                 return f"{path}.{key}：录像里有，这次没有（录像里是 {_preview(recorded[key])}）"
             if key not in recorded:
@@ -218,16 +192,12 @@ def _first_difference(recorded: Any, actual: Any, path: str) -> str | None:
                 return found
         return None
     if isinstance(recorded, list) and isinstance(actual, list):
-        for i, (a, b) in enumerate(zip(recorded, actual)):
-            found = _first_difference(a, b, f"{path}[{i}]")
-            if found:
-                return found
-        if len(recorded) != len(actual):
+        found = next(filter(None, (_first_difference(a, b, f"{path}[{i}]")
+                                   for i, (a, b) in enumerate(zip(recorded, actual)))), None)
+        if found is None and len(recorded) != len(actual):
             return f"{path}：录像里有 {len(recorded)} 项，这次有 {len(actual)} 项"
-        return None
-    if recorded != actual:
-        return f"{path}：录像里是 {_preview(recorded)}，这次是 {_preview(actual)}"
-    return None
+        return found
+    return None if recorded == actual else f"{path}：录像里是 {_preview(recorded)}，这次是 {_preview(actual)}"
 
 
 class _ReplayHandler:
@@ -241,36 +211,28 @@ class _ReplayHandler:
             raise ReplayExhaustedError(
                 f"录像 {self.path.name} 里只有 {len(self.calls)} 次调用，已经全部回放完，"
                 f"这是第 {self.position + 1} 次调用 create()。回放的运行比录制时多调用了模型："
-                "检查循环的参数（比如 max_turns）或用户消息是否和录制时一样。"
-            )
+                "检查循环的参数（比如 max_turns）或用户消息是否和录制时一样。")
         entry = self.calls[self.position]
         self.position += 1
-        number = entry.get("call", self.position)
-        if self.check:
-            recorded = entry.get("request") or {}
-            actual = _request_json(request)
-            actual["stream"] = bool(actual.get("stream"))
-            expected = {**recorded, "stream": bool(recorded.get("stream"))}
-            for field in _COMPARED:
-                found = _first_difference(_without_none(expected.get(field)), _without_none(actual.get(field)),
-                                          field)
-                if found:
-                    raise ReplayMismatchError(
-                        f"回放对不上：第 {number} 次调用的请求和录像里的不一样。\n"
-                        f"第一处不同：{found}\n"
-                        "常见原因：用户消息改了；工具的输出随机器或时间而变（临时目录的路径、日期）；"
-                        "循环的参数变了。确认无妨时，可以用 ReplayClient(path, check=False) 只按顺序回放。"
-                    )
-        error = entry.get("error")
-        if "chunks" in entry and not (error and "status" in error):
+        recorded, actual = entry.get("request") or {}, _request_json(request)
+        for field in _COMPARED if self.check else ():
+            found = _first_difference(*(_without_none(bool(r.get(field)) if field == "stream" else r.get(field))
+                                        for r in (recorded, actual)), field)
+            if found:
+                raise ReplayMismatchError(
+                    f"回放对不上：第 {entry.get('call', self.position)} 次调用的请求和录像里的不一样。\n"
+                    f"第一处不同：{found}\n常见原因：用户消息改了；工具的输出随机器或时间而变（临时目录的路径、"
+                    "日期）；循环的参数变了。确认无妨时，可以用 ReplayClient(path, check=False) 只按顺序回放。")
+        error = entry.get("error") or {}
+        if "chunks" in entry and "status" not in error:
             return sse_response(entry.get("chunks") or [], done=entry.get("done", True))
+        if isinstance(error.get("status"), int):
+            body = error_body(error.get("message") or "", type=error.get("type") or "invalid_request_error",
+                              param=error.get("param"), code=error.get("code"))
+            return json_response(error["status"], {"error": body}, error.get("headers"))
+        if error.get("type") == "APITimeoutError":
+            raise httpx2.ReadTimeout("录制时这次调用超时了", request=request)
         if error:
-            if isinstance(error.get("status"), int):
-                body = error_body(error.get("message") or "", type=error.get("type") or "invalid_request_error",
-                                  param=error.get("param"), code=error.get("code"))
-                return json_response(error["status"], {"error": body}, error.get("headers"))
-            if error.get("type") == "APITimeoutError":
-                raise httpx2.ReadTimeout("录制时这次调用超时了", request=request)
             raise httpx2.ConnectError(f"录制时这次调用没连上：{error.get('message')}", request=request)
         if "response_text" in entry:
             return httpx2.Response(200, content=entry["response_text"].encode("utf-8"),
@@ -279,26 +241,16 @@ class _ReplayHandler:
 
 
 class ReplayClient(OfflineClient):
-    """回放客户端：线路按录像的顺序离线回出同样的响应。`check=True` 时每次请求的 `messages`、`tools`、
-    `tool_choice`、`stream` 都要和录像一致（模型名不比，`model` 是录像里的）。回放的是谁的回复，它就还是
-    谁的回复：真实模型录下的命令照样要审批。"""
+    """回放客户端：`check=True` 时每次请求的 `messages`、`tools`、`tool_choice`、`stream` 都要和录像一致
+    （模型名不比，`model` 是录像里的）。回放的是谁的回复，它就还是谁的回复：真实模型录下的命令照样要审批。"""
 
     def __init__(self, path: str | Path | None = None, *, check: bool = True, **options: Any):
-        handler = None
-        if not isinstance(options.get("http_client"), OfflineHTTP):
-            path = Path(path)
-            handler = _ReplayHandler(path, load_calls(path), check)
-        super().__init__(handler, **options)
+        copied = isinstance(options.get("http_client"), OfflineHTTP)  # SDK 复制出的副本沿用原来的线路
+        super().__init__(None if copied else _ReplayHandler(Path(path), load_calls(path), check), **options)
         self._replay = self.handler
-        first = self._replay.calls[0]["request"] if self._replay.calls else {}
-        self.model = first.get("model", "replay")
+        self.model = (self._replay.calls[0]["request"] if self._replay.calls else {}).get("model", "replay")
 
     @property
     def remaining(self) -> int:
         """录像里还剩几次调用没有回放。"""
         return len(self._replay.calls) - self._replay.position
-
-    def __repr__(self) -> str:
-        replay = self._replay
-        mode = "检查请求" if replay.check else "不检查请求"
-        return f"ReplayClient({replay.path.name!r}，{len(replay.calls)} 次调用，剩 {self.remaining} 次，{mode})"

@@ -1,10 +1,7 @@
 """假模型的默认策略，以及写脚本用的 `text_reply`、`scripted_call`、`tool_reply`。
-
 默认策略不是真的模型：只认几类固定请求（原文的“列出当前目录中的 Python 文件”、当前目录、日期、
 行数、打招呼），拿到工具结果后照着输出写一句中文小结。`text_of` 取出消息内容里的文字，本项目只有这一处。
-
-“走别的路”的模型名（`OTHER_PATH_MODELS`）让笔记本在测试里也要面对“模型没照剧本走”：
-`fake-talk-only` 从不调用工具；`fake-other-commands` 一次提出两个别的无害命令，拿到结果后用文字总结。
+“走别的路”的模型名（`OTHER_PATH_MODELS`）让笔记本在测试里也要面对“模型没照剧本走”。
 """
 
 from __future__ import annotations
@@ -16,10 +13,8 @@ from typing import Any
 
 from ..safety.runner import list_py_command
 
-TALK_ONLY = "fake-talk-only"
-OTHER_COMMANDS = "fake-other-commands"
-# 模型名 → 一句说明（本地端点按模型名选规则）
-OTHER_PATH_MODELS = {
+TALK_ONLY, OTHER_COMMANDS = "fake-talk-only", "fake-other-commands"
+OTHER_PATH_MODELS = {  # 模型名 → 一句说明（本地端点按模型名选规则）
     TALK_ONLY: "从不调用工具，只用文字回答",
     OTHER_COMMANDS: "一次提出两个别的无害命令，拿到结果后用文字总结",
 }
@@ -31,16 +26,12 @@ def text_reply(content: str) -> dict:
 
 
 def scripted_call(name: str, arguments: Any, *, id: str | None = None) -> dict:
-    """脚本里的一个工具调用。`arguments` 是字典时转成 JSON；是字符串时原样保留（可以故意写坏 JSON）。
-
-    `id` 不写时，请求到来时按 `call_001`、`call_002` …… 接着编号。
-    """
+    """脚本里的一个工具调用。`arguments` 是字典时转成 JSON，是字符串时原样保留（可以故意写坏 JSON）；
+    `id` 不写时，请求到来时按 `call_001`、`call_002` …… 接着编号。"""
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
-    call: dict = {"type": "function", "function": {"name": name, "arguments": arguments}}
-    if id is not None:
-        call = {"id": id, **call}
-    return call
+    return {**({"id": id} if id is not None else {}), "type": "function",
+            "function": {"name": name, "arguments": arguments}}
 
 
 def tool_reply(*calls: dict, content: str | None = None) -> dict:
@@ -48,44 +39,6 @@ def tool_reply(*calls: dict, content: str | None = None) -> dict:
     if not calls:
         raise ValueError("tool_reply() 至少需要一个 scripted_call(...)")
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
-
-
-def _commands() -> dict[str, str]:
-    windows = os.name == "nt"
-    return {
-        "list_py": list_py_command(),
-        "count_lines": 'find /c /v "" *.py' if windows else "wc -l *.py",
-        "list_files": "dir /b" if windows else "ls",
-        "pwd": "cd" if windows else "pwd",
-        "date": "date /t" if windows else "date",
-    }
-
-
-_PY_FILE = re.compile(r"\.py\b|python|py\s*文件", re.I)
-_FILE_WORD = re.compile(r"文件|file|脚本|script|\.py\b", re.I)
-_LINES = re.compile(r"行数|多少行|几行|代码量|\blines?\b|\bwc\b", re.I)
-_LIST_FILES = re.compile(
-    r"哪些文件|什么文件|列出.*文件|文件列表|列出.*目录|目录(里|中|下)?(有|的)(什么|哪些)|"
-    r"\bls\b|\bdir\b|\blist\b.*\bfiles?\b|\b(what|which)\s+files\b|\bshow\b.*\bfiles?\b|"
-    r"what'?s in (the|this) (current )?(directory|folder)",
-    re.I,
-)
-_PWD = re.compile(
-    r"\bpwd\b|当前(工作)?目录是|当前(工作)?目录在|哪个目录|什么目录|工作目录|当前路径|"
-    r"当前文件夹|在哪个文件夹|current (working )?directory|working directory|where am i",
-    re.I,
-)
-_DATE = re.compile(r"日期|几号|星期几|今天是|\bdate\b|what day|\btoday\b", re.I)
-_GREETING = re.compile(r"^\s*(你好|您好|嗨|哈喽|早上好|下午好|晚上好|(hello|hi|hey)\b)", re.I)
-
-_HANDLED = (
-    "列出当前目录中的 Python 文件",
-    "当前目录是哪里（pwd）",
-    "当前目录里有哪些文件",
-    "今天的日期",
-    "统计 Python 文件的行数",
-    "打个招呼",
-)
 
 
 def text_of(content: Any) -> str:
@@ -98,7 +51,29 @@ def text_of(content: Any) -> str:
     return str(content)
 
 
+def _commands() -> dict[str, str]:
+    windows = os.name == "nt"
+    return {"list_py": list_py_command(), "count_lines": 'find /c /v "" *.py' if windows else "wc -l *.py",
+            "list_files": "dir /b" if windows else "ls", "pwd": "cd" if windows else "pwd",
+            "date": "date /t" if windows else "date"}
+
+
+_PY_FILE = re.compile(r"\.py\b|python|py\s*文件", re.I)
+_FILE_WORD = re.compile(r"文件|file|脚本|script|\.py\b", re.I)
+_LINES = re.compile(r"行数|多少行|几行|代码量|\blines?\b|\bwc\b", re.I)
+_LIST_FILES = re.compile(r"哪些文件|什么文件|列出.*文件|文件列表|列出.*目录|目录(里|中|下)?(有|的)(什么|哪些)|\bls\b|"
+                         r"\bdir\b|\blist\b.*\bfiles?\b|\b(what|which)\s+files\b|\bshow\b.*\bfiles?\b|"
+                         r"what'?s in (the|this) (current )?(directory|folder)", re.I)
+_PWD = re.compile(r"\bpwd\b|当前(工作)?目录(是|在)|哪个目录|什么目录|工作目录|当前路径|当前文件夹|在哪个文件夹|"
+                  r"current (working )?directory|working directory|where am i", re.I)
+_DATE = re.compile(r"日期|几号|星期几|今天是|\bdate\b|what day|\btoday\b", re.I)
+_GREETING = re.compile(r"^\s*(你好|您好|嗨|哈喽|早上好|下午好|晚上好|(hello|hi|hey)\b)", re.I)
 _INTENTS = (("list_files", _LIST_FILES), ("pwd", _PWD), ("date", _DATE), ("greeting", _GREETING))
+_HANDLED = ("列出当前目录中的 Python 文件", "当前目录是哪里（pwd）", "当前目录里有哪些文件", "今天的日期",
+            "统计 Python 文件的行数", "打个招呼")
+_PY_NAME = re.compile(r"[^\s'\"`:,;()<>|*?]+\.py(?![\w.])")
+_NO_OUTPUT = ("(没有输出)", "(no output)")  # 执行器在命令没有输出时写的占位文字（safety.runner 用前一种）
+_OUTPUT_SIGNS = (".py", "/", "No such file", "cannot access", "找不到", "File Not Found")
 
 
 def _intent(text: str) -> str:
@@ -107,14 +82,6 @@ def _intent(text: str) -> str:
     if _PY_FILE.search(text) and _FILE_WORD.search(text):
         return "list_py"
     return next((name for name, pattern in _INTENTS if pattern.search(text)), "unknown")
-
-
-def _last_results(msgs: list[dict]) -> tuple[list[dict], int]:
-    """末尾那一组 tool 消息，和它们回应的那条助手消息的下标。"""
-    k = len(msgs) - 1
-    while k >= 0 and msgs[k].get("role") == "tool":
-        k -= 1
-    return msgs[k + 1:], k
 
 
 def _command_of(call: dict) -> str | None:
@@ -126,11 +93,12 @@ def _command_of(call: dict) -> str | None:
 
 
 def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | None:
+    """一条命令是哪一类：和默认命令一样的直接认，别的按 `*.py`、开头的程序名猜。"""
     if command is None:
         return None
-    for intent, known in commands.items():
-        if command.strip() == known:
-            return intent
+    known = {c: intent for intent, c in commands.items()}
+    if command.strip() in known:
+        return known[command.strip()]
     if "*.py" in command:
         return "count_lines" if ("wc" in command or "find /c" in command) else "list_py"
     head = command.strip().split(" ", 1)[0]
@@ -142,38 +110,18 @@ def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
 
 
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
-
-
-_PY_NAME = re.compile(r"[^\s'\"`:,;()<>|*?]+\.py(?![\w.])")
-
-
-def _py_files(output: str) -> list[str]:
-    """从命令输出里找出以 .py 结尾的文件名（去重，保持顺序）。"""
-    names = (name[2:] if name.startswith(("./", ".\\")) else name for name in _PY_NAME.findall(output))
-    return list(dict.fromkeys(names))
-
-
-def _join_names(names: list[str], limit: int = 20) -> str:
-    shown = "、".join(names[:limit])
-    return shown if len(names) <= limit else f"{shown} 等"
-
-
-# 执行器在命令没有输出时写的占位文字（safety.runner.run_bash 用前一种）
-_NO_OUTPUT = ("(没有输出)", "(no output)")
+def _names(names: list[str], limit: int = 20) -> str:
+    return "、".join(names[:limit]) + (" 等" if len(names) > limit else "")
 
 
 def _summary(intent: str | None, command: str | None, output: str) -> str:
     """拿到一条工具结果后的中文小结。"""
     shown = f"`{command}`" if command else "命令"
-    text = output.strip()
-    if text in _NO_OUTPUT:
-        text = ""
+    text = "" if output.strip() in _NO_OUTPUT else output.strip()
     if intent == "list_py":
-        files = _py_files(text)
+        files = list(dict.fromkeys(n[2:] if n.startswith(("./", ".\\")) else n for n in _PY_NAME.findall(text)))
         if files:
-            return f"当前目录中有 {len(files)} 个 Python 文件：{_join_names(files)}。"
+            return f"当前目录中有 {len(files)} 个 Python 文件：{_names(files)}。"
         if not text:
             return f"当前目录中没有 Python 文件（{shown} 没有输出）。"
         return f"没有找到 Python 文件。{shown} 的输出是：{_clip(' '.join(text.split()), 120)}"
@@ -183,99 +131,74 @@ def _summary(intent: str | None, command: str | None, output: str) -> str:
         return f"当前目录是 {_clip(text.splitlines()[0])}。"
     if intent == "list_files":
         entries = [line.strip() for line in text.splitlines() if line.strip()]
-        return f"当前目录中有 {len(entries)} 项：{_join_names(entries)}。"
+        return f"当前目录中有 {len(entries)} 项：{_names(entries)}。"
     if intent == "date":
         return f"{shown} 的输出是：{_clip(text)}。"
+    clipped = _clip(text, 400 if intent == "count_lines" else 200)
+    indented = "\n".join("    " + line for line in clipped.splitlines())
     if intent == "count_lines":
-        return f"各个 Python 文件的行数如下（{shown} 的输出）：\n\n{_indent(_clip(text, 400))}"
-    return f"工具返回了：\n\n{_indent(_clip(text))}"
-
-
-def _suggest(command: str) -> str:
-    return f"可以在终端里运行：\n\n    {command}\n\n我自己没法执行它，需要你运行后把结果告诉我。"
-
-
-def _fallback(model: str) -> str:
-    items = "\n".join(f"- {item}" for item in _HANDLED)
-    return (f"我是本项目内置的离线假模型（{model}），并不真正理解问题，只认得下面几类固定请求：\n{items}\n"
-            "想和真实模型对话，请在模型切换器里选择一个真实端点。")
-
-
-_GREETING_TEXT = "你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。"
-
-
-_OUTPUT_SIGNS = (".py", "/", "No such file", "cannot access", "找不到", "File Not Found")
+        return f"各个 Python 文件的行数如下（{shown} 的输出）：\n\n{indented}"
+    return f"工具返回了：\n\n{indented}"
 
 
 def _pasted_back(msgs: list[dict], commands: dict[str, str]) -> str | None:
     """最后两条是“助手用文字建议命令 → 用户贴回输出”时，返回那条命令，否则 None。"""
-    if len(msgs) < 2 or msgs[-1].get("role") != "user":
-        return None
-    prev = msgs[-2]
-    if prev.get("role") != "assistant" or prev.get("tool_calls"):
+    if len(msgs) < 2 or msgs[-1].get("role") != "user" or msgs[-2].get("role") != "assistant" \
+            or msgs[-2].get("tool_calls"):
         return None
     pasted = text_of(msgs[-1].get("content"))
     # 只有看起来像命令输出的内容才算“贴回结果”，“谢谢”之类的闲聊不算
     if not ("\n" in pasted or any(s in pasted for s in _OUTPUT_SIGNS)):
         return None
-    text = text_of(prev.get("content"))
-    for command in commands.values():
-        if f"\n    {command}\n" in text:
-            return command
-    return None
+    suggested = text_of(msgs[-2].get("content"))
+    return next((c for c in commands.values() if f"\n    {c}\n" in suggested), None)
 
 
-def _tool_names(tools: list[dict]) -> list[str]:
-    return [t["function"]["name"] for t in tools]
-
-
-def _other_commands() -> list[str]:
-    """`fake-other-commands` 提出的两个命令：都无害，但都不是课上等着的那一条。"""
-    return ["cd", "ver"] if os.name == "nt" else ["pwd", "uname -s"]
-
-
-def _other_path_reply(msgs: list[dict], tools: list[dict], model: str) -> dict:
-    """“走别的路”的模型的回复。"""
-    if model == TALK_ONLY or "bash" not in _tool_names(tools):
-        if msgs[-1].get("role") == "tool":
+def _other_path_reply(msgs: list[dict], names: list[str], model: str) -> dict:
+    """“走别的路”的模型：`fake-talk-only` 只说话；`fake-other-commands` 提出两个别的无害命令，再用文字总结。"""
+    finished = msgs[-1].get("role") == "tool"
+    if model == TALK_ONLY or "bash" not in names:
+        if finished:
             return text_reply("我看到了工具的结果，不过我只用文字回答。")
         why = "只用文字回答，不调用任何工具" if model == TALK_ONLY else "这次请求没有提供工具，只能用文字回答"
         return text_reply(f"我是 {model}，{why}。你可以自己运行：\n\n    {list_py_command()}\n")
-    if msgs[-1].get("role") == "tool":
-        outputs = [_clip(text_of(m.get("content")), 80) for m in _last_results(msgs)[0]]
-        return text_reply("我运行了别的命令，看到的是：" + "；".join(outputs))
-    return tool_reply(*(scripted_call("bash", {"command": c}) for c in _other_commands()))
+    if finished:
+        k = len(msgs)
+        while k > 0 and msgs[k - 1].get("role") == "tool":
+            k -= 1
+        return text_reply("我运行了别的命令，看到的是：" + "；".join(_clip(text_of(m.get("content")), 80)
+                                                             for m in msgs[k:]))
+    others = ["cd", "ver"] if os.name == "nt" else ["pwd", "uname -s"]  # 都无害，但都不是课上等着的那一条
+    return tool_reply(*(scripted_call("bash", {"command": c}) for c in others))
+
+
+def _bash(*commands: str) -> dict:
+    return tool_reply(*(scripted_call("bash", {"command": c}) for c in commands))
 
 
 def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: str) -> dict:
     """默认策略：根据请求内容给出一条助手消息（不含调用 id）；“走别的路”的模型名用它自己的规则。"""
+    names = [] if tool_choice == "none" else [t["function"]["name"] for t in tools]
     if model in OTHER_PATH_MODELS:
-        return _other_path_reply(msgs, tools if tool_choice != "none" else [], model)
-    names = _tool_names(tools)
-    forced: str | None = None
-    if tool_choice == "none":
-        names = []
-    elif tool_choice == "required":
+        return _other_path_reply(msgs, names, model)
+    forced = tool_choice["function"]["name"] if isinstance(tool_choice, dict) else None
+    if tool_choice == "required":
         forced = "bash" if "bash" in names else (names[0] if names else None)
-    elif isinstance(tool_choice, dict):
-        forced = tool_choice["function"]["name"]
+    if forced not in (None, "bash"):
+        return tool_reply(scripted_call(forced, {}))
     commands = _commands()
-
-    def call(command: str) -> dict:
-        return tool_reply(scripted_call("bash", {"command": command}))
-
     last_user = next((text_of(m.get("content")) for m in reversed(msgs) if m.get("role") == "user"), "")
     intent = _intent(last_user)
 
-    if forced is not None and forced != "bash":
-        return tool_reply(scripted_call(forced, {}))
-
-    if msgs[-1].get("role") == "tool":
-        results, k = _last_results(msgs)  # 末尾这一组工具结果，和它们回应的那条助手消息
+    if msgs[-1].get("role") == "tool":  # 末尾这一组工具结果，和它们回应的那条助手消息
+        k = len(msgs) - 1
+        while k >= 0 and msgs[k].get("role") == "tool":
+            k -= 1
         proposed = {c["id"]: (c["function"]["name"], _command_of(c)) for c in msgs[k].get("tool_calls") or []}
+        results = msgs[k + 1:]
         if forced == "bash":  # tool_choice 要求必须调用工具：那就再调用一次
             _, command = proposed.get(results[-1]["tool_call_id"], ("bash", None))
-            return call(command or commands.get(intent, commands["list_files"]))
+            return _bash(command or commands.get(intent, commands["list_files"]))
         parts = []
         for r in results:
             name, command = proposed.get(r["tool_call_id"], ("bash", None))
@@ -286,21 +209,18 @@ def default_reply(msgs: list[dict], tools: list[dict], tool_choice: Any, model: 
         return text_reply("\n\n".join(parts))
 
     suggested = _pasted_back(msgs, commands) if "bash" not in names else None
-    if suggested is not None:
-        # 上一条回复建议了命令、这一条用户消息贴回了结果：像对待工具结果一样总结它
+    if suggested is not None:  # 上一条建议了命令、这一条贴回了结果：像对待工具结果一样总结它
         return text_reply(_summary(_intent_of_command(suggested, commands), suggested, last_user))
-
     if "bash" in names and _PWD.search(last_user) and _DATE.search(last_user):
-        # 两件互不依赖的事（当前目录和日期）：一条回复里并行发出两个调用
-        return tool_reply(scripted_call("bash", {"command": commands["pwd"]}),
-                          scripted_call("bash", {"command": commands["date"]}))
-
+        return _bash(commands["pwd"], commands["date"])  # 两件互不依赖的事：一条回复里并行发出两个调用
+    if intent in commands and "bash" in names:
+        return _bash(commands[intent])
     if intent in commands:
-        if "bash" in names:
-            return call(commands[intent])
-        return text_reply(_suggest(commands[intent]))
+        return text_reply(f"可以在终端里运行：\n\n    {commands[intent]}\n\n我自己没法执行它，需要你运行后把结果告诉我。")
     if forced == "bash":
-        return call(commands["list_files"])
+        return _bash(commands["list_files"])
     if intent == "greeting":
-        return text_reply(_GREETING_TEXT)
-    return text_reply(_fallback(model))
+        return text_reply("你好！我是离线假模型。可以试试让我“列出当前目录中的 Python 文件”。")
+    items = "\n".join(f"- {item}" for item in _HANDLED)
+    return text_reply(f"我是本项目内置的离线假模型（{model}），并不真正理解问题，只认得下面几类固定请求：\n{items}\n"
+                      "想和真实模型对话，请在模型切换器里选择一个真实端点。")

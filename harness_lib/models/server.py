@@ -1,10 +1,8 @@
 """本地 OpenAI 兼容端点：把一个处理函数（`wire` 里说的 `handler(request) -> response`）放到本机端口上。
 
 - `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障、怪脾气端点也用它）；
-- `start_server()`：提供离线假模型，`with start_server() as server: ... server.base_url`；
-- `ensure_local_server()`：模型切换器里“本项目的本地端点”，进程内共享一个，按需启动；
-- 命令行 `harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY]`（同 `python -m harness_lib.models.server`）。
-
+- `start_server()`：提供离线假模型；`ensure_local_server()`：切换器里“本项目的本地端点”，进程内共享一个；
+- 命令行 `harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--verbose]`（同 `python -m`）。
 只用标准库的 `http.server`：HTTP/1.1 keep-alive，流式响应用分块传输编码、每个事件立刻发出，`TCP_NODELAY`。
 """
 
@@ -23,7 +21,7 @@ import httpx2
 
 from .fake import DEFAULT_MODEL, FakeHandler, FakeModel
 from .script import OTHER_PATH_MODELS
-from .wire import Rejected
+from .wire import Rejected, is_stream
 from ..safety.trust import forget_url, trust_url
 
 MAX_BODY = 10_000_000  # 请求体上限（字节）
@@ -34,8 +32,8 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # 关闭时不等待还挂着的 keep-alive 连接
 
-    def __init__(self, address: tuple[str, int], handler: Callable, *,
-                 stream_delay: float = 0.0, verbose: bool = False):
+    def __init__(self, address: tuple[str, int], handler: Callable, *, stream_delay: float = 0.0,
+                 verbose: bool = False):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Bridge)
         self.handler, self.stream_delay, self.verbose = handler, stream_delay, verbose
@@ -48,9 +46,8 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # 客户端提前断开（例如 SDK 读到 [DONE] 就关闭连接）是正常现象，不打印
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
@@ -68,23 +65,18 @@ class _Bridge(BaseHTTPRequestHandler):
     wbufsize = -1  # 带缓冲写：响应头和响应体合成一次发送
     server: _HTTPServer
 
-    def address_string(self) -> str:
-        return str(self.client_address[0])
-
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
-            sys.stderr.write(f"{self.address_string()} - {format % args}\n")
+            sys.stderr.write(f"{self.client_address[0]} - {format % args}\n")
 
     def _serve(self) -> None:
         size = int(self.headers.get("Content-Length") or 0)  # openai SDK 总是写明请求体的长度
-        body = self.rfile.read(size) if size <= MAX_BODY else None
-        if body is None:
+        if size > MAX_BODY:
             self.close_connection = True
-            self._write(Rejected(413, "Request body too large.").response())
-            return
+            return self._write(Rejected(413, "Request body too large.").response())
         host, port = self.server.server_address[:2]
         request = httpx2.Request(self.command, f"http://{host}:{port}{self.path}",
-                                 headers=list(self.headers.items()), content=body)
+                                 headers=list(self.headers.items()), content=self.rfile.read(size))
         try:
             response = self.server.handler(request)
         except Exception as exc:  # 处理函数自身的缺陷：回一个 JSON 错误，不让连接挂住
@@ -95,16 +87,14 @@ class _Bridge(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
 
     def _write(self, response: httpx2.Response) -> None:
-        closing = (response.headers.get("connection") or "").lower() == "close"
-        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
         self.send_response(response.status_code)
         for name, value in response.headers.items():
             if name.lower() not in _SKIPPED_HEADERS:
                 self.send_header(name, value)
-        if closing:
+        if (response.headers.get("connection") or "").lower() == "close":
             self.send_header("Connection", "close")
             self.close_connection = True
-        if not streaming:
+        if not is_stream(response):
             data = response.read()
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -113,14 +103,10 @@ class _Bridge(BaseHTTPRequestHandler):
         # 流式：分块传输编码，连接在流结束后还能复用；每个事件立刻发出，客户端边收边显示
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        delay = self.server.stream_delay
-        for piece in response.iter_raw():
-            if not piece:
-                continue
+        for piece in filter(None, response.iter_raw()):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.flush()
-            if delay:
-                time.sleep(delay)
+            time.sleep(self.server.stream_delay)
         self.wfile.write(b"0\r\n\r\n")
 
 
@@ -129,15 +115,10 @@ class LocalServer:
 
     def __init__(self, httpd: _HTTPServer, thread: threading.Thread, *, fake: bool = False):
         """`fake=True` 表示背后是确定的假模型：审批据此信任指向它的客户端（safety.trust）。"""
-        self._httpd = httpd
-        self._thread = thread
+        self._httpd, self._thread, self.handler, self._fake, self.closed = httpd, thread, httpd.handler, fake, False
         self.host, self.port = httpd.server_address[:2]
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.origin = f"http://{host}:{self.port}"
+        self.origin = f"http://[{self.host}]:{self.port}" if ":" in self.host else f"http://{self.host}:{self.port}"
         self.base_url = f"{self.origin}/v1"
-        self.handler = httpd.handler
-        self.closed = False
-        self._fake = fake
         if fake:
             trust_url(self.base_url)
 
@@ -153,9 +134,7 @@ class LocalServer:
         self.closed = True
         if self._fake:
             forget_url(self.base_url)
-        stop = getattr(self.handler, "stop", None)
-        if callable(stop):
-            stop()
+        getattr(self.handler, "stop", lambda: None)()  # 故障服务器：正在拖时间的请求立刻放手
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -167,8 +146,7 @@ class LocalServer:
         self.close()
 
     def __repr__(self) -> str:
-        state = "已关闭" if self.closed else "运行中"
-        return f"LocalServer(base_url={self.base_url!r}, {state})"
+        return f"LocalServer(base_url={self.base_url!r}, {'已关闭' if self.closed else '运行中'})"
 
 
 def serve(handler: Callable, host: str = "127.0.0.1", port: int = 0, *, stream_delay: float = 0.0,
@@ -203,30 +181,20 @@ def ensure_local_server() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="harness-endpoint",
-        description="在本机启动一个 OpenAI 兼容端点，由离线假模型作答。",
-    )
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="监听地址（默认 127.0.0.1，只接受本机连接；全班共用时写 0.0.0.0）")
+    parser = argparse.ArgumentParser(prog="harness-endpoint", description="在本机启动一个 OpenAI 兼容端点，由离线假模型作答。")
+    parser.add_argument("--host", default="127.0.0.1", help="监听地址（默认只接受本机连接；全班共用时写 0.0.0.0）")
     parser.add_argument("--port", type=int, default=8000, help="端口（默认 8000；0 表示随便挑一个空闲端口）")
-    parser.add_argument("--api-key", default=None, help="要求请求携带的密钥；不写则接受任何密钥")
-    parser.add_argument("--stream-delay", type=float, default=0.0, help="流式输出每块之间停顿的秒数（演示用）")
+    parser.add_argument("--api-key", help="要求请求携带的密钥；不写则接受任何密钥")
     parser.add_argument("--verbose", action="store_true", help="打印每个请求的日志")
     args = parser.parse_args(argv)
-
-    handler = FakeHandler(FakeModel(), api_key=args.api_key, check_model=True)
-    httpd = _HTTPServer((args.host, args.port), handler, stream_delay=args.stream_delay, verbose=args.verbose)
-    host, port = httpd.server_address[:2]
-    print(f"本地假模型端点已启动：http://{host}:{port}/v1", flush=True)
-    others = "、".join(OTHER_PATH_MODELS)
-    print(f"模型名：{DEFAULT_MODEL}（也认得走别的路的 {others}）。按 Ctrl+C 停止。", flush=True)
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    with start_server(args.host, args.port, api_key=args.api_key, verbose=args.verbose) as server:
+        print(f"本地假模型端点已启动：{server.base_url}", flush=True)
+        print(f"模型名：{DEFAULT_MODEL}（也认得走别的路的 {'、'.join(OTHER_PATH_MODELS)}）。按 Ctrl+C 停止。", flush=True)
+        try:
+            while server._thread.is_alive():
+                server._thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
 """流式输出：回复分成一块块到达，把它们拼回一条完整的助手消息（08_streaming）。
 
-- `accumulate(chunks, on_delta=None)`：拼回 `{"message", "finish_reason", "usage"}`；流没有给出
-  `finish_reason` 就结束时抛出 `EndpointError("stream_cut")`（SDK 自己不报错）；
-- `stream_turn(client, model, messages, tools=None, on_delta=None)`：流式地调用一次模型，收齐后返回
-  和非流式同类的 `ChatCompletion`，循环其余部分一个字都不用改；
-- `collect_stream(stream)`：读完一个流，返回 `(message_dict, finish_reason)`（07 用它）；
-- `live_preview(view, messages)`：`on_delta` 回调，在消息表末尾画一行“接收中”，`messages` 一条都不多。
+`accumulate(chunks)` 拼回 `{"message", "finish_reason", "usage"}`，流断了、没有 `finish_reason` 就结束时抛出
+`EndpointError`（SDK 自己不报错）；`stream_turn(...)` 收齐后返回和非流式同类的 `ChatCompletion`；
+`live_preview(view, messages)` 是 `on_delta` 回调，在消息表末尾画一行“接收中”，`messages` 一条都不多。
 """
 
 from __future__ import annotations
@@ -22,8 +19,8 @@ from openai.types.chat import ChatCompletion
 from .checks import as_dict
 from .errors import EndpointError, call_model, classify, explain_error
 
+_HEAD = ("id", "created", "model", "system_fingerprint")
 _NO_REQUEST = httpx2.Request("POST", "http://stream.invalid/v1/chat/completions")  # 录像里的错误块没有请求
-_DELTA_FIELDS = {"role", "content", "refusal", "tool_calls", "function_call"}  # 其余字段按字符串片段拼接
 
 
 def stream_cut(received: int, exc: BaseException | None = None) -> EndpointError:
@@ -38,7 +35,7 @@ class _Message:
     """拼接中的助手消息。"""
 
     def __init__(self) -> None:
-        self.fields: dict[str, Any] = {}  # role、content、refusal，以及协议之外的字段
+        self.fields: dict[str, Any] = {}  # role、content、refusal，以及协议之外的字段（按字符串片段拼接）
         self.calls: list[dict] = []  # 按到达顺序排列的调用
         self.slot_of: dict[int, dict] = {}  # index -> 这个 index 眼下对应的调用
 
@@ -49,13 +46,9 @@ class _Message:
             if key in ("tool_calls", "function_call") or value is None:
                 continue
             old = self.fields.get(key)
-            if key == "role":
-                changed = changed or old != value
-                self.fields[key] = value
-                continue
-            joined = isinstance(value, str) and (old is None or isinstance(old, str))
+            joined = key != "role" and isinstance(value, str) and (old is None or isinstance(old, str))
             self.fields[key] = (old or "") + value if joined else value
-            changed = True
+            changed = changed or key != "role" or old != value
         for part in delta.get("tool_calls") or ():
             self._apply_call(part)
             changed = True
@@ -97,28 +90,32 @@ class _Message:
 
 
 def accumulate(chunks: Iterable[Any], on_delta: Callable[[dict], Any] | None = None) -> dict:
-    """把流式块拼回一条完整的助手消息，返回 `{"message", "finish_reason", "usage"}`。
-
-    `message` 和非流式的 `model_dump(exclude_none=True)` 同样形状；`usage` 认顶层和 `choices[0].usage`
-    （月之暗面）两处；`choices` 为空的块在哪里都跳过。`on_delta(partial)` 在每块带来新内容后被调用。
-    没见到 `finish_reason` 抛出 `stream_cut`；块里带着 `error` 时抛出带服务商原话的 `EndpointError`。
-    """
+    """把流式块拼回一条助手消息（和非流式的 `model_dump(exclude_none=True)` 同样形状），返回 `{"message",
+    "finish_reason", "usage"}`。`usage` 认顶层和 `choices[0].usage`（月之暗面）两处，`choices` 为空的块跳过；
+    `on_delta(partial)` 在每块带来新内容后被调用。断流或没见到 `finish_reason` 抛出 `stream_cut`，
+    流里的错误事件抛出 `stream_error`。"""
     message, finish_reason, usage, count = _Message(), None, None, 0
-    for chunk in chunks:
-        count += 1
-        data = as_dict(chunk)
-        if data.get("error"):
-            raise stream_error(data["error"], count)
-        usage = data.get("usage") or usage
-        changed = False
-        for choice in data.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue  # 只拼第一个候选（n=1）
-            usage = choice.get("usage") or usage
-            changed = message.apply(choice.get("delta") or {}) or changed
-            finish_reason = choice.get("finish_reason") or finish_reason
-        if changed and on_delta is not None:
-            on_delta(message.as_dict())
+    try:
+        for chunk in chunks:
+            count += 1
+            data = as_dict(chunk)
+            if data.get("error"):
+                raise stream_error(data["error"], count)
+            usage = data.get("usage") or usage
+            changed = False
+            for choice in data.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue  # 只拼第一个候选（n=1）
+                usage = choice.get("usage") or usage
+                changed = message.apply(choice.get("delta") or {}) or changed
+                finish_reason = choice.get("finish_reason") or finish_reason
+            if changed and on_delta is not None:
+                on_delta(message.as_dict())
+    except (openai.APIError, httpx2.TransportError) as exc:
+        if type(exc) is openai.APIError:  # SDK 读到流里的错误事件：不是连接错误，也没有状态码
+            body = exc.body if isinstance(exc.body, Mapping) else {"message": exc.message}
+            raise stream_error(body, count, exc) from exc
+        raise stream_cut(count, exc) from exc
     if finish_reason is None:
         raise stream_cut(count)
     return {"message": message.as_dict(), "finish_reason": finish_reason, "usage": usage}
@@ -135,72 +132,46 @@ def stream_error(error: Any, received: int, original: BaseException | None = Non
                          "（半条消息没有放进 messages。）", original=original)
 
 
-def _read(stream: Iterable[Any], on_delta=None, head: dict | None = None) -> dict:
-    """`accumulate`，外加：连接中途断开变成 `stream_cut`，SDK 读到的错误事件变成 `stream_error`。"""
-    received = 0
+def stream_turn(client, model, messages, tools=None, *, on_delta=None, include_usage=True, **params):
+    """流式地调用一次模型：边收边调用 `on_delta(partial)`，流结束时（无论成败）再调用一次 `on_delta(None)`，
+    收齐后返回一个 `ChatCompletion`。流断了抛出 `EndpointError("stream_cut")`，调用者的 `messages` 不会被改动。"""
+    request = {"model": model, "messages": messages, "stream": True, **params,
+               **({"tools": tools} if tools is not None else {}),
+               **({"stream_options": {"include_usage": True}} if include_usage else {})}
+    stream = call_model(client, **request)  # 开始之前就失败的请求和非流式一样经过 call_model
+    head: dict = {}  # 第一块的 id、created、model，收齐后写进 ChatCompletion
 
-    def counted():
-        nonlocal received
-        for chunk in stream:
-            received += 1
-            if head is not None and not head:
-                data = as_dict(chunk)
-                head.update({k: data[k] for k in ("id", "created", "model", "system_fingerprint") if k in data})
+    def remember(chunks):
+        for chunk in chunks:
+            if not head:
+                head.update({k: v for k, v in as_dict(chunk).items() if k in _HEAD})
             yield chunk
 
     try:
-        return accumulate(counted(), on_delta)
-    except (openai.APIError, httpx2.TransportError) as exc:
-        if type(exc) is openai.APIError:  # SDK 读到流里的错误事件：不是连接错误，也没有状态码
-            body = exc.body if isinstance(exc.body, Mapping) else {"message": exc.message}
-            raise stream_error(body, received, exc) from exc
-        raise stream_cut(received, exc) from exc
-
-
-def stream_turn(client, model, messages, tools=None, *, on_delta=None, include_usage=True, **params):
-    """流式地调用一次模型：边收边调用 `on_delta(partial)`，收齐后返回一个 `ChatCompletion`。
-
-    流结束时（无论成败）再调用一次 `on_delta(None)`。流断了抛出 `EndpointError("stream_cut")`，
-    什么都不返回，调用者的 `messages` 不会被改动；开始之前就失败的请求和非流式一样经过 `call_model`。
-    """
-    request = {"model": model, "messages": messages, "stream": True, **params}
-    if tools is not None:
-        request["tools"] = tools
-    if include_usage:
-        request["stream_options"] = {"include_usage": True}
-    stream = call_model(client, **request)
-    head: dict = {}
-    try:
-        result = _read(stream, on_delta, head)
+        result = accumulate(remember(stream), on_delta)
     finally:
         if callable(getattr(stream, "close", None)):
             stream.close()
         if on_delta is not None:
             on_delta(None)
+    choice = {"index": 0, "message": result["message"], "logprobs": None, "finish_reason": result["finish_reason"]}
     completion = {"id": head.get("id", ""), "object": "chat.completion", "created": head.get("created", 0),
-                  "model": head.get("model", model),
-                  "choices": [{"index": 0, "message": result["message"], "logprobs": None,
-                               "finish_reason": result["finish_reason"]}]}
-    if head.get("system_fingerprint") is not None:
-        completion["system_fingerprint"] = head["system_fingerprint"]
-    if result["usage"] is not None:
-        completion["usage"] = result["usage"]
+                  "model": head.get("model", model), "choices": [choice],
+                  "system_fingerprint": head.get("system_fingerprint"), "usage": result["usage"]}
+    completion = {k: v for k, v in completion.items() if v is not None}
     return ChatCompletion.construct(**completion)  # SDK 解析响应时用的宽松构造：不认识的字段也保留
 
 
 def collect_stream(stream):
     """把流式回复读完、拼回 `(message_dict, finish_reason)`；流断了或没有 `finish_reason` 时抛出 `stream_cut`。"""
-    result = _read(stream)
+    result = accumulate(stream)
     return result["message"], result["finish_reason"]
 
 
 def live_preview(view, messages, *, min_interval=0.05):
-    """`on_delta` 回调：在消息表末尾显示一行“接收中”的临时助手消息（`view.update([*messages, partial])`）。
-
-    收到 `None`（流结束）时表重新指回 `messages`；两次刷新至少间隔 `min_interval` 秒。
-    """
-    title = view.title
-    last = 0.0
+    """`on_delta` 回调：在消息表末尾显示一行“接收中”的临时助手消息（`view.update([*messages, partial])`）；
+    收到 `None`（流结束）时表重新指回 `messages`。两次刷新至少间隔 `min_interval` 秒。"""
+    title, last = view.title, 0.0
 
     def on_delta(partial):
         nonlocal last

@@ -1,9 +1,7 @@
 """HTTP 这一层：所有模型替身（假模型、故障、怪脾气、断流、回放）都在这里变成真正的 HTTP 响应。
-
 替身只写一个处理函数 `handler(httpx.Request) -> httpx.Response`。离线时 `OfflineClient(handler)`
 是真正的 `openai.OpenAI`，只是传输层（`MockTransport`）把请求直接交给处理函数；联网时
 `server.serve(handler)` 把同一个处理函数放到本机端口上。响应、异常和流式块都由 SDK 自己解析。
-
 完整回复切成流式块只有一处：`stream_chunks`；流的截断也只有一处：`cut_stream`。
 """
 
@@ -18,7 +16,6 @@ import openai
 OFFLINE_BASE_URL = "http://offline.invalid/v1"  # .invalid 永远解析不到：离线请求不可能走上网络
 OFFLINE_KEY = "offline"  # SDK 要求有一个密钥；离线线路不看它
 PIECE = 6  # 流式输出时每块的字符数
-
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
 
@@ -34,9 +31,8 @@ class Rejected(Exception):
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
                  param: str | None = None, code: str | None = None, headers: dict | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, dict(headers or {})
         self.error = error_body(message, type=type, param=param, code=code)
-        self.headers = dict(headers or {})
 
     def response(self) -> httpx2.Response:
         return json_response(self.status, {"error": self.error}, self.headers)
@@ -62,19 +58,16 @@ def route(request: httpx2.Request) -> str:
     return path[index + 3:] if index >= 0 else path
 
 
-def pieces(text: str, size: int = PIECE) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
 def stream_chunks(completion: dict, *, usage: bool = False) -> list[dict]:
-    """把一条完整回复（`chat.completion` 的字典）切成流式块，顺序和真实服务商一样。
-
-    先是带 `role` 的一块；再是协议之外的文字字段（如 `reasoning_content`）和 `content` 的片段；
-    每个工具调用先来一块带 id、类型和函数名，再来参数片段；最后一块带 `finish_reason`。
-    `usage=True` 时再加一块 choices 为空、只带用量的块。
-    """
+    """把一条完整回复（`chat.completion` 的字典）切成流式块，顺序和真实服务商一样：先是带 `role` 的一块，
+    再是协议之外的文字字段（如 `reasoning_content`）和 `content` 的片段；每个工具调用先来一块带 id、类型和
+    函数名，再来参数片段；最后一块带 `finish_reason`。`usage=True` 时再加一块只带用量、choices 为空的块。"""
     choice = completion["choices"][0]
     message = choice["message"]
+
+    def pieces(text: str) -> list[str]:
+        return [text[i:i + PIECE] for i in range(0, len(text), PIECE)]
+
     head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
             "model": completion["model"]}
 
@@ -99,17 +92,15 @@ def stream_chunks(completion: dict, *, usage: bool = False) -> list[dict]:
     return out
 
 
-def _events(chunks: Iterable[dict], done: bool) -> Iterator[bytes]:
-    for chunk in chunks:
-        yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode("utf-8")
-    if done:
-        yield b"data: [DONE]\n\n"
-
-
 def sse_response(chunks: Iterable[dict], *, done: bool = True, headers: dict | None = None) -> httpx2.Response:
     """流式响应：每块一条 `data:` 事件，最后是 `data: [DONE]`（`done=False` 时没有，流就那样结束）。"""
+    def events() -> Iterator[bytes]:
+        for chunk in chunks:
+            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode("utf-8")
+        if done:
+            yield b"data: [DONE]\n\n"
     base = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
-    return httpx2.Response(200, content=_events(chunks, done), headers={**base, **(headers or {})})
+    return httpx2.Response(200, content=events(), headers={**base, **(headers or {})})
 
 
 def sse_chunks(data: bytes) -> tuple[list[dict], bool]:
@@ -117,9 +108,8 @@ def sse_chunks(data: bytes) -> tuple[list[dict], bool]:
     chunks, done = [], False
     for line in data.decode("utf-8", "replace").splitlines():
         payload = line[5:].strip() if line.startswith("data:") else ""
-        if payload == "[DONE]":
-            done = True
-        elif payload:
+        done = done or payload == "[DONE]"
+        if payload and payload != "[DONE]":
             try:
                 chunks.append(json.loads(payload))
             except ValueError:
@@ -139,43 +129,28 @@ def cut_stream(response: httpx2.Response, after: int) -> httpx2.Response:
     return sse_response(chunks[:after], done=False, headers={"connection": "close"})
 
 
-def error_response(exc: openai.APIStatusError) -> httpx2.Response:
-    """把 SDK 的状态码异常还原成 HTTP 响应（状态码、错误体、Retry-After 一类的响应头）。"""
-    body = exc.body if isinstance(exc.body, dict) else {"message": str(exc.message)}
-    keep = {k: v for k, v in exc.response.headers.items() if k.lower().startswith(("retry-after", "x-"))}
-    return json_response(exc.status_code, {"error": body}, keep)
-
-
 class OfflineHTTP(httpx2.Client):
-    """不碰网络的 `httpx2.Client`：每个请求都交给 `handler`。"""
+    """不碰网络的 `httpx2.Client`（给 `openai.OpenAI(http_client=...)` 用）：每个请求都交给 `handler`。"""
 
     def __init__(self, handler: Handler):
         super().__init__(transport=httpx2.MockTransport(handler))
         self.handler = handler
 
 
-def offline_http(handler: Handler) -> OfflineHTTP:
-    """给 `openai.OpenAI(http_client=...)` 用的离线线路。"""
-    return OfflineHTTP(handler)
-
-
 class OfflineClient(openai.OpenAI):
-    """真正的 `openai.OpenAI`，线路在本进程里：每个请求都交给 `handler`。
-
-    `with_options(...)` 复制出的副本沿用同一条线路。SDK 的自动重试默认关掉（`max_retries=0`），
-    替身的每一次回答正好对应一次请求。
-    """
+    """真正的 `openai.OpenAI`，线路在本进程里：每个请求都交给 `handler`。`with_options(...)` 复制出的副本
+    沿用同一条线路。SDK 的自动重试默认关掉（`max_retries=0`），替身的每一次回答正好对应一次请求。"""
 
     def __init__(self, handler: Handler | None = None, **options: Any):
         http = options.pop("http_client", None)
         if not isinstance(http, OfflineHTTP):
             if handler is None:
                 raise TypeError("OfflineClient 需要一个处理函数 handler(request) -> response")
-            http = offline_http(handler)
-        api_key = options.pop("api_key", None) or OFFLINE_KEY
+            http = OfflineHTTP(handler)
         options.pop("base_url", None)
         options.setdefault("max_retries", 0)
-        super().__init__(api_key=api_key, base_url=OFFLINE_BASE_URL, http_client=http, **options)
+        super().__init__(api_key=options.pop("api_key", None) or OFFLINE_KEY, base_url=OFFLINE_BASE_URL,
+                         http_client=http, **options)
 
     @property
     def handler(self) -> Handler:

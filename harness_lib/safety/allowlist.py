@@ -10,8 +10,6 @@ import posixpath
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "Verdict", "check_allowlist"]
-
 DENIED_PREFIX = "错误（执行授权失败）："  # 与 execute_tool_call 处理 ToolDenied 时写的文字相同
 READ_ONLY_PROGRAMS = frozenset({"ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "find", "date",
                                 "whoami"})

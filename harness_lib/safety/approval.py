@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from .allowlist import Verdict, check_allowlist
 from .trust import trusted
 
-__all__ = ["Guarded", "ask_stdin", "decide", "describe", "guard", "parse_answer", "policy_from_env"]
-
 ENV_VAR = "HARNESS_APPROVAL"
 POLICIES = ("auto", "ask", "allowlist", "allow", "deny")
 PROMPT = "y 批准 / n 原因 拒绝 / a 以后都允许同样的调用："

@@ -9,8 +9,6 @@ import functools
 import sys
 import types
 
-__all__ = ["assert_own_work", "delegations"]
-
 _PACKAGE = "harness_lib"
 
 

@@ -6,6 +6,7 @@
 """
 
 import codecs
+import contextlib
 import locale
 import os
 import re
@@ -37,8 +38,6 @@ _QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_EDITOR": "false", "EDITOR
 GIT_SAFE_CONFIG = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "core.pager": "cat",
                    "log.showSignature": "false", "gpg.program": "false", "gpg.ssh.program": "false",
                    "gpg.x509.program": "false"}
-
-
 _GIT_SAFE_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_COUNT": str(len(GIT_SAFE_CONFIG)),
                  **{f"GIT_CONFIG_KEY_{i}": key for i, key in enumerate(GIT_SAFE_CONFIG)},
                  **{f"GIT_CONFIG_VALUE_{i}": value for i, value in enumerate(GIT_SAFE_CONFIG.values())}}
@@ -144,10 +143,8 @@ def _kill_tree(proc: subprocess.Popen, inode: int | None) -> None:
     except OSError:  # 已经退出，或者没有 taskkill：至少结束 shell 本身
         proc.kill()
     for pid in _pipe_holders(inode) if inode is not None else ():
-        try:
+        with contextlib.suppress(OSError):  # 已经退出
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _shell_args(command: str) -> list[str]:

@@ -7,8 +7,6 @@ import os
 import re
 from collections.abc import Mapping
 
-__all__ = ["NO_KEY", "SETTING_PREFIXES", "command_env", "env_secrets", "hidden_from_commands", "redact"]
-
 NO_KEY = "not-needed"  # 不校验密钥的本地服务也要求请求里带一个值，就用这个占位
 
 MIN_KEY_FRAGMENT = 6  # 明确给出的密钥：任何 6 个字符以上的片段都抹掉

@@ -6,8 +6,6 @@
 
 import weakref
 
-__all__ = ["forget_url", "trust_client", "trust_url", "trusted"]
-
 _clients = weakref.WeakSet()
 _urls: set[str] = set()
 

@@ -8,8 +8,6 @@ import contextlib
 import sys
 from pathlib import Path
 
-__all__ = ["disk_snapshot", "watch_processes"]
-
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn",
                             "os.startfile", "os.fork"})
 _watchers: list[list] = []

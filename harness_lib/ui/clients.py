@@ -1,21 +1,13 @@
-"""建客户端：服务商预设、按环境变量选模型、真实端点客户端的统一设置。
-
-- `PRESETS`：服务商预设，每个模型名都写着出处和核对日期（`source`、`checked`），会停用的写着停用日期；
-- `client_from_env()`：只看环境变量选模型（`HARNESS_MODE` 为 `fake`（默认）、`real` 或 `local`），无头运行用它；
-- `real_client(base_url, api_key, extra_body=None)`：真实端点的 `openai.OpenAI`，重试和超时取 `RETRY_POLICY`；
-  给了 `extra_body` 时每次请求都带上这几个字段（预设用它关掉默认开着的思考模式）；
-- `check_model(client, model)`：问服务商有哪些模型，说清所选模型在不在、有哪些相近的名字（「测试连接」的第一步）；
-- `quirk_table()`：怪脾气图库（各家服务商已知的不一致做法）列成一张表；
-- `learner_environment()`：去掉 `HARNESS_*`、`OPENAI_*` 的环境，即刚打开笔记本的学习者看到的环境（默认假模型）。
+"""建客户端：服务商预设（`PRESETS`，每个模型名都写着出处和核对日期）、只看环境变量选模型（`client_from_env`，
+无头运行用它）、真实端点客户端的统一设置（`real_client`），以及「测试连接」的第一步 `check_model`。
 要不要审批由客户端自己决定（见 `safety.trust`），这里不记任何状态。
 """
 
-from __future__ import annotations
-
 import difflib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import openai
@@ -34,7 +26,7 @@ PRESETS_CHECKED = "2026-12-01"  # 下面每个模型名和服务商说法的核�
 
 
 def learner_environment(environ=None) -> dict:
-    """`environ`（默认 `os.environ`）去掉所有 `HARNESS_*`、`OPENAI_*` 之后的副本。"""
+    """`environ`（默认 `os.environ`）去掉所有 `HARNESS_*`、`OPENAI_*` 之后的副本：刚打开笔记本的学习者看到的环境。"""
     environ = os.environ if environ is None else environ
     return {k: v for k, v in environ.items() if not k.upper().startswith(SETTING_PREFIXES)}
 
@@ -62,45 +54,35 @@ class Preset:
 
     def facts(self) -> str:
         """一行中文：模型名的出处、核对日期、停用日期、思考模式的处理（切换器的状态行显示它）。"""
-        if not self.source:
-            return ""
-        parts = [f"模型名 {self.model} 出自 {self.source}（核对于 {self.checked}）"]
-        parts += [f"服务商公布 {self.retires} 停用这个名字"] if self.retires else []
-        return "；".join(parts + ([self.thinking] if self.thinking else [])) + "。"
+        parts = [f"模型名 {self.model} 出自 {self.source}（核对于 {self.checked}）",
+                 self.retires and f"服务商公布 {self.retires} 停用这个名字", self.thinking]
+        return "；".join(filter(None, parts)) + "。" if self.source else ""
 
 
 PRESETS = [
-    # 百炼：qwen-plus 是“混合思考、默认不开”，开源版 Qwen3 默认开着，非流式调用开着思考会回 400
-    # “parameter.enable_thinking must be set to false for non-streaming calls”；预设照文档传 enable_thinking=False。
-    # 出处：https://help.aliyun.com/zh/model-studio/qwq 、https://www.alibabacloud.com/help/zh/model-studio/deep-thinking
-    # （2026-06-18 更新，示例仍用 qwen-plus）、https://www.alibabacloud.com/help/en/model-studio/error-code 。
-    # 未能确认：只能思考的模型（QwQ 一类）收到 enable_thinking=False 会怎样，文档没写。
+    # 百炼：qwen-plus 混合思考、默认不开；开源版 Qwen3 默认开着，非流式调用会回 400（“enable_thinking must be set
+    # to false for non-streaming calls”，https://www.alibabacloud.com/help/zh/model-studio/deep-thinking ）。
     Preset("dashscope", "阿里云百炼 DashScope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus",
            source="https://help.aliyun.com/zh/model-studio/qwq", checked=PRESETS_CHECKED,
            extra_body={"enable_thinking": False},
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400"),
-    # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ，
-    # 经 https://github.com/Open-Less/openless/issues/132 转引）；价格页写“模型名请使用 deepseek-flash”，
-    # base_url 不带 /v1。思考模式默认打开、思维链算在 max_tokens 里（https://api-docs.deepseek.com/guides/thinking_mode 、
-    # https://api-docs.deepseek.com/zh-cn/guides/reasoning_model ；V4 的页面没有逐字确认），每次只给 512，所以关掉。
+    # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ），
+    # base_url 不带 /v1；思维链算在 max_tokens 里（https://api-docs.deepseek.com/guides/thinking_mode ），所以关掉思考。
     Preset("deepseek", "DeepSeek", "https://api.deepseek.com", "deepseek-flash",
            source="https://api-docs.deepseek.com/zh-cn/quick_start/pricing", checked=PRESETS_CHECKED,
            extra_body={"thinking": {"type": "disabled"}},
            thinking="DeepSeek 默认开着思考模式，思维链也算在 max_tokens 里；预设每次传 thinking={\"type\": \"disabled\"} 关掉它"),
-    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用（第三方按弃用页整理，弃用页本身未能逐字确认）：
-    # https://dev.to/max_bob/openai-api-deprecations-2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm
-    # 第三方说的替代模型默认就思考，这里没有换过去；停用以后「测试连接」会列出能用的模型。
+    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用（第三方按弃用页整理：https://dev.to/max_bob/openai-api-deprecations-
+    # 2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm ）；替代模型默认就思考，这里没有换过去。
     Preset("openai", "OpenAI", DEFAULT_OPENAI_BASE_URL, "gpt-4o-mini",
            source="https://developers.openai.com/api/docs/deprecations", checked=PRESETS_CHECKED, retires="2027-01-14"),
-    # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23，
-    # 依据官方文档；官方页本身没有检索到）。moonshot-v1 系列不思考。
+    # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23），不思考。
     Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "moonshot-v1-8k",
            source="https://platform.kimi.ai/docs/api/chat", checked=PRESETS_CHECKED),
     # 智谱：免费模型 glm-4-flash-250414（不思考）；旧写法 glm-4-flash 现在还认不认，文档里没有找到。
     Preset("zhipu", "智谱 GLM", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414",
            source="https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414", checked=PRESETS_CHECKED),
-    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 在免费模型里（第三方调研 2026-02-08：
-    # https://huasheng.ai/insights/siliconflow-api-guide ；官方模型页没有检索到）。Qwen2.5 不思考。
+    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 在免费模型里（https://huasheng.ai/insights/siliconflow-api-guide ），不思考。
     Preset("siliconflow", "硅基流动 SiliconFlow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct",
            source="https://www.siliconflow.cn/models", checked=PRESETS_CHECKED),
     Preset("ollama", "本地 Ollama", "http://localhost:11434/v1", "qwen2.5:7b", needs_key=False),
@@ -126,8 +108,7 @@ def preset_for(base_url: str) -> Preset | None:
 
 
 class PresetClient(openai.OpenAI):
-    """每次 `chat.completions.create` 都把 `preset_body` 并进请求体的 `openai.OpenAI`；调用里写了同名字段时以调用为准。
-    `with_options(...)` 得到的副本照样带着。"""
+    """每次 `chat.completions.create` 都把 `preset_body` 并进请求体（调用里的同名字段优先）；`with_options` 的副本照样带着。"""
 
     def __init__(self, *args, preset_body: dict | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -148,9 +129,6 @@ class PresetClient(openai.OpenAI):
             options.extra_json = {**{k: v for k, v in self.preset_body.items() if k not in body}, **extra}
         return options
 
-    def __repr__(self) -> str:
-        return f"PresetClient(base_url={str(self.base_url)!r}, 每次请求带上 {self.preset_body})"
-
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> openai.OpenAI:
     """真实端点的客户端，重试次数和超时取 `RETRY_POLICY`；给了 `extra_body` 时是 `PresetClient`。"""
@@ -160,11 +138,8 @@ def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> 
 
 
 def client_from_env(environ=os.environ):
-    """只看环境变量选模型，返回 `(client, model)`；设置不完整时抛出 `SwitchConfigError`，说明缺什么、在哪里设。
-
-    `fake`（默认）：离线假模型；`real`：密钥取 `OPENAI_API_KEY`，地址取 `OPENAI_BASE_URL`（不设用 SDK 的默认地址），
-    模型名取 `HARNESS_MODEL`（必填），地址属于某个预设时照那个预设关掉思考模式；`local`：本项目的本地端点。
-    """
+    """按 `HARNESS_MODE`（`fake` 默认、`real`、`local`）选模型，返回 `(client, model)`；设置不完整时抛出
+    `SwitchConfigError`。`real` 的地址属于某个预设时，照那个预设关掉思考模式。"""
     mode = (environ.get("HARNESS_MODE") or "fake").strip().lower()
     if mode == "fake":
         return FakeClient(model=FAKE_MODEL), FAKE_MODEL
@@ -192,45 +167,36 @@ def closest_models(model: str, available, n: int = 5) -> list[str]:
     return list(dict.fromkeys(close + list(lowered.values())))[:n]
 
 
-@dataclass
-class ModelCheck:
-    """`check_model` 的结果：`listed` 为 True / False / None（没取到列表），`suggestions` 是相近的名字，`text` 一句中文。"""
+class ModelCheck(NamedTuple):
+    """`check_model` 的结果：`listed` 为 True / False / None（没取到列表），`text` 一句中文（列出相近的名字）。"""
 
-    model: str
     listed: bool | None
-    available: list[str] = field(default_factory=list)
-    suggestions: list[str] = field(default_factory=list)
+    text: str
     error: BaseException | None = None
-    text: str = ""
 
 
 def check_model(client, model: str, *, timeout: float = 15, key=None) -> ModelCheck:
     """问服务商有哪些模型（`client.models.list()`，不重试），说清 `model` 在不在里面；失败也不抛出。
-
-    服务没有 /models 接口（404、405、501）不算错：`listed` 是 None，`error` 也是 None。
-    """
+    服务没有 /models 接口（404、405、501）不算错：`listed` 是 None，`error` 也是 None。"""
     try:
         available = [m.id for m in client.with_options(max_retries=0, timeout=timeout).models.list()]
     except Exception as exc:  # noqa: BLE001  密钥不对、连不上、超时、回来的不是 JSON……
         if isinstance(exc, openai.APIStatusError) and exc.status_code in (404, 405, 501):
-            return ModelCheck(model, None, text=(f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。"
-                                                 "这不算错，模型名对不对，要看下面那次请求。"))
-        return ModelCheck(model, None, error=exc, text="没能取到模型列表：" + explain_error(exc, key))
+            return ModelCheck(None, f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。"
+                                    "这不算错，模型名对不对，要看下面那次请求。")
+        return ModelCheck(None, "没能取到模型列表：" + explain_error(exc, key), exc)
     if model in available:
-        return ModelCheck(model, True, available, text=f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
+        return ModelCheck(True, f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
     if not available:
-        return ModelCheck(model, False, text="服务商的模型列表是空的：这把密钥也许还没有开通任何模型。")
-    suggestions = closest_models(model, available)
-    return ModelCheck(model, False, available, suggestions, text=(
-        f"⚠ 服务商列出的 {len(available)} 个模型里没有 {model}（拼错了，或者已经下线、改名）。"
-        f"相近的有：{'、'.join(suggestions)}。"))
+        return ModelCheck(False, "服务商的模型列表是空的：这把密钥也许还没有开通任何模型。")
+    return ModelCheck(False, f"⚠ 服务商列出的 {len(available)} 个模型里没有 {model}（拼错了，或者已经下线、改名）。"
+                             f"相近的有：{'、'.join(closest_models(model, available))}。")
 
 
 def quirk_table():
-    """怪脾气图库一览（`pandas.DataFrame`）；状态一列的表头和 `table.attrs["as_of"]` 写着核对日期。"""
-    rows = [{"怪脾气": q.name, "服务商": q.provider, "行为": q.behaviour, "版本范围": q.versions,
-             STATUS_COLUMN: q.status, "修复于": q.fixed_in, "为什么还要防": q.why_keep, "出处": q.source}
-            for q in QUIRKS.values()]
-    table = pd.DataFrame(rows)
+    """怪脾气图库（各家服务商已知的不一致做法）一览；状态一列的表头和 `table.attrs["as_of"]` 写着核对日期。"""
+    table = pd.DataFrame([{"怪脾气": q.name, "服务商": q.provider, "行为": q.behaviour, "版本范围": q.versions,
+                           STATUS_COLUMN: q.status, "修复于": q.fixed_in, "为什么还要防": q.why_keep, "出处": q.source}
+                          for q in QUIRKS.values()])
     table.attrs["as_of"] = AS_OF
     return table

@@ -1,14 +1,9 @@
-"""兼容性探针：用十来个小请求逐项检查一个端点在工具调用上的表现，结果是一张中文表（09 讲怎么读）。
+"""兼容性探针：用十来个和循环一样的小请求逐项检查一个端点，结果是一张中文表（09 讲怎么读）。
 
-发的请求和循环发的一样（工具结果那一项追加真实回复的 `model_dump(exclude_none=True)`）。每一项兜住自己的错误；
-每个 ✗ 在 `hint` 写着办法，同一个错误再出现、或要用到前面没通过的结果时写“先解决第 N 项”。
-一句话结论在 `table.attrs["verdict"]`（`probe_verdict`）。
+每一项兜住自己的错误；每个 ✗ 在 `hint` 写着办法，同一个错误再出现、或要用到前面没通过的结果时写“先解决第 N 项”。
 """
 
-from __future__ import annotations
-
 import json
-from typing import Any
 
 import openai
 import pandas as pd
@@ -17,13 +12,13 @@ import pydantic
 from ..models.errors import EndpointError, classify, explain_error
 from ..models.streaming import accumulate
 from ..safety.runner import BASH_TOOL
-from .step import clip
+from .step import calls_of, clip
 
 LIST_PY = "列出当前目录中的 Python 文件"
 GREETING = "你好！请用一句话介绍你自己。"
 OK, FAIL, INFO = "✓", "✗", "ℹ"
 
-# 每一项不通过时，对本系列的循环意味着什么
+# 每一项不通过时：对本系列的循环意味着什么（IMPACT），怎么办（HINTS）
 IMPACT = {
     "普通对话": "连最基本的请求都走不通：先检查 base_url、模型名和密钥。",
     "提供工具后返回 tool_calls": "模型只会用文字描述命令，循环第一轮就因为没有 tool_calls 而结束，什么都没执行。",
@@ -36,8 +31,6 @@ IMPACT = {
     "报告用量（usage）": "统计不了 token 用量，max_tokens_total 预算不起作用；循环本身照常。",
     "响应里的扩展字段": "不是错误。model_dump 会把这些字段带进 messages，下一次请求会原样发回，要确认服务接受。",
 }
-
-# 每一项不通过时，怎么办
 HINTS = {
     "普通对话": "核对 base_url（通常以 /v1 结尾）、模型名和密钥；detail 里有服务器原话。",
     "提供工具后返回 tool_calls": "换一个支持工具调用的模型（小模型常常只会把调用写成文字）；Ollama 选标着 tools 的模型。",
@@ -51,21 +44,16 @@ HINTS = {
     "响应里的扩展字段": "这一项本来只是提示；出错时先按 detail 里的说明修好前面的问题。",
 }
 NO_CONTENT_HINT = '追加助手消息前补上 "content": ""（llama.cpp 一类的服务需要）。'
+NEEDS_AUTO_HINT = '这个服务要写明 tool_choice="auto" 才调用工具：在循环调模型的那一行加上它，或者换一个服务或模型。'
 ERROR_HINT = "这是端点本身的错误，和这一项检查的内容无关：按 detail 里的说明处理，再探一次。"
 TIMEOUT_HINT = "本机模型常常是还在加载或太慢：等它加载好再探，或调大 probe 的 timeout（这次是 {timeout:g} 秒）。"
-JINJA_HINT = ("这台 llama-server 没有开启 jinja 模板，不接受 tools：升级到 llama.cpp PR #17524（2025-11）以后的构建"
-              "（默认开启），或者启动时加 --jinja；不带工具的对话不受影响。")
+JINJA_HINT = "这台 llama-server 没开 jinja 模板，不接受 tools：升级到 llama.cpp PR #17524（2025-11）以后的构建，或启动时加 --jinja。"
 AS_IS = "结论：本系列的循环在这里照原样能跑。"
-_TOOL_ROWS = ("提供工具后返回 tool_calls", '写明 tool_choice="auto"')
-_STREAM = "流式输出里的工具调用增量"
+_CUT = {"length": "（finish_reason=length：回复被 max_tokens 截断，可以调大 probe 的 max_tokens 再试）"}
 
 
 class _Blocked(Exception):
-    """这一项要用到 `after` 里那几项的结果，它们都没通过：行里写“先解决第 N 项”。"""
-
-    def __init__(self, detail: str, after: tuple = _TOOL_ROWS, mark: bool | None = False):
-        super().__init__(detail)
-        self.after, self.mark = after, mark
+    """要用到前面几项的结果，它们都没通过。args：(说明, 那几项是第几项, 这一行的结果)。"""
 
 
 class _Context:
@@ -73,96 +61,73 @@ class _Context:
 
     def __init__(self, client, model: str, timeout: float, max_tokens: int):
         self.client, self.model, self.timeout, self.max_tokens = client, model, timeout, max_tokens
+        self.key = getattr(client, "api_key", None)  # 说明里要抹掉的密钥
         self.responses, self.chunks = [], []  # 非流式的 ChatCompletion；所有流式块
         self.tool_reply = None  # 带 tool_calls 的那条回复消息
-        self.needs_auto = False  # 不写明 tool_choice="auto" 就不调用工具（llama-cpp-python 就这样）
-        self.stream_cut = False  # 有个流读完了却没有 finish_reason
+        self.tools = {"tools": [BASH_TOOL]}  # 后面几项带的工具；要写明才调用时（llama-cpp-python）加上 tool_choice
 
-    def tools(self) -> dict:
-        return {"tools": [BASH_TOOL], **({"tool_choice": "auto"} if self.needs_auto else {})}
-
-    def create(self, **kwargs: Any) -> Any:
-        """发一次请求。上一项的流被服务端关掉后，连接池里可能留着死连接：连接错误（不是超时）时立刻再发一次。"""
-        request = {"model": self.model, "timeout": self.timeout, "max_tokens": self.max_tokens, **kwargs}
+    def chat(self, messages, stream: bool = False, **kwargs):
+        """发一句话（或一组消息），返回 (助手消息, finish_reason)；`stream=True` 时返回所有流式块。"""
+        request = {"model": self.model, "timeout": self.timeout, "max_tokens": self.max_tokens,
+                   "messages": [{"role": "user", "content": messages}] if isinstance(messages, str) else messages,
+                   **({"stream": True, "stream_options": {"include_usage": True}} if stream else {}), **kwargs}
         try:
-            result = self.client.chat.completions.create(**request)
-        except openai.APIConnectionError as exc:
+            reply = self.client.chat.completions.create(**request)
+        except openai.APIConnectionError as exc:  # 上一项的流被服务端关掉后，连接池里可能留着死连接：再发一次
             if isinstance(exc, openai.APITimeoutError):
                 raise
-            result = self.client.chat.completions.create(**request)
-        if not kwargs.get("stream"):
-            self.responses.append(result)
-        return result
-
-    def chat(self, content: str, **kwargs: Any) -> tuple[Any, Any]:
-        """发一句话，返回 (助手消息, finish_reason)；没有 choices 时抛出 EndpointError。"""
-        return _first(self.create(messages=[{"role": "user", "content": content}], **kwargs))
-
-    def stream(self, content: str, **kwargs: Any) -> list:
-        stream = self.create(messages=[{"role": "user", "content": content}], stream=True,
-                             stream_options={"include_usage": True}, **kwargs)
-        try:
-            chunks = list(stream)
-        finally:
-            stream.close()
-        self.chunks += chunks
-        self.stream_cut |= bool(chunks) and not any(ch.finish_reason for c in chunks for ch in c.choices or [])
-        return chunks
+            reply = self.client.chat.completions.create(**request)
+        if stream:
+            with reply:
+                chunks = list(reply)
+            self.chunks += chunks
+            return chunks
+        self.responses.append(reply)
+        if not getattr(reply, "choices", None):
+            raise EndpointError("no_choices", "响应里没有 choices：服务返回了空结果。")
+        return reply.choices[0].message, reply.choices[0].finish_reason
 
 
-def _first(response: Any) -> tuple[Any, Any]:
-    if not getattr(response, "choices", None):
-        raise EndpointError("no_choices", "响应里没有 choices：服务返回了空结果。")
-    return response.choices[0].message, response.choices[0].finish_reason
-
-
-def _length(finish: Any) -> str:
-    return "（finish_reason=length：回复被 max_tokens 截断，可以调大 probe 的 max_tokens 再试）" if finish == "length" else ""
-
-
-def _calls_text(calls: Any) -> str:
-    return "；".join(f"{c.function.name}({clip(c.function.arguments, 60)})" for c in calls)
+def _calls_text(message) -> str:
+    return "；".join(f"{name}({clip(args, 60)})" for _, name, args in calls_of(message))
 
 
 def _plain_chat(ctx: _Context):
     message, finish = ctx.chat(GREETING)
-    if message.tool_calls:
-        return False, "没有提供工具，回复里却有 tool_calls。"
     if not (message.content or "").strip():
-        return False, f"回复没有文字内容（finish_reason={finish}）。{_length(finish)}"
+        return False, f"回复没有文字内容（finish_reason={finish}）。{_CUT.get(finish, '')}"
     return True, f"回复 {len(message.content)} 个字：「{clip(message.content)}」"
 
 
 def _tools_offered(ctx: _Context):
     message, finish = ctx.chat(LIST_PY, tools=[BASH_TOOL])
     if not message.tool_calls:
-        return False, f"提供了 bash 工具（没写 tool_choice），回复里却只有文字：「{clip(message.content)}」{_length(finish)}"
+        return False, f"提供了 bash 工具（没写 tool_choice），回复里却只有文字：「{clip(message.content)}」{_CUT.get(finish, '')}"
     ctx.tool_reply = message
-    return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}"
+    return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message)}"
 
 
 def _choice_auto(ctx: _Context):
     message, finish = ctx.chat(LIST_PY, tools=[BASH_TOOL], tool_choice="auto")
     if not message.tool_calls:
-        return (False, f"写明了 \"auto\" 也没有 tool_calls：「{clip(message.content)}」{_length(finish)}",
+        return (False, f"写明了 \"auto\" 也没有 tool_calls：「{clip(message.content)}」{_CUT.get(finish, '')}",
                 HINTS["提供工具后返回 tool_calls"])
-    if ctx.tool_reply is None:
-        ctx.tool_reply, ctx.needs_auto = message, True
-        return True, (f"写明 \"auto\" 才调用了工具：{_calls_text(message.tool_calls)}。"
-                      "不写 tool_choice 时没有调用：这个服务要写明（后面几项都写明了再测）。")
-    return True, f"{len(message.tool_calls)} 个调用：{_calls_text(message.tool_calls)}"
+    got = f"{len(message.tool_calls)} 个调用：{_calls_text(message)}"
+    if ctx.tool_reply is None:  # 不写 tool_choice 时没有调用
+        ctx.tool_reply, ctx.tools["tool_choice"] = message, "auto"
+        return True, f"写明 \"auto\" 才调用了工具，{got}。这个服务要写明（后面几项都写明了再测）。"
+    return True, got
 
 
 def _arguments_json(ctx: _Context):
     if ctx.tool_reply is None:
-        raise _Blocked("前两项都没有拿到工具调用，无从检查。")
-    for call in ctx.tool_reply.tool_calls:
-        raw = call.function.arguments
+        raise _Blocked("前两项都没有拿到工具调用，无从检查。", (2, 3), False)
+    for _, name, raw in calls_of(ctx.tool_reply):
         try:
             value = json.loads(raw)
         except (TypeError, ValueError) as exc:
-            return False, f"{call.function.name} 的 arguments 不是合法 JSON：{exc}（原文：{clip(raw)}）"
-        if not isinstance(value, dict) or (call.function.name == "bash" and "command" not in value):
+            return False, f"{name} 的 arguments 不是合法 JSON：{exc}（原文：{clip(raw)}）"
+        if not isinstance(value, dict) or (name == "bash" and "command" not in value):
             return False, f"arguments 应当是带 command 字段的 JSON 对象，实际是：{clip(raw)}"
     return True, "每个调用的 arguments 都能用 json.loads 解析成对象，必填字段齐全。"
 
@@ -170,36 +135,36 @@ def _arguments_json(ctx: _Context):
 def _turn(ctx: _Context, drop: str = "", mark: bool | None = False) -> list[dict]:
     """循环的第二轮：用户消息、`model_dump(exclude_none=True)` 的助手消息（可去掉一个键）、每个调用的 tool 消息。"""
     if ctx.tool_reply is None:
-        raise _Blocked("前面没有拿到工具调用，发不出循环的第二轮。", mark=mark)
+        raise _Blocked("前面没有拿到工具调用，发不出循环的第二轮。", (2, 3), mark)
     assistant = {k: v for k, v in ctx.tool_reply.model_dump(exclude_none=True).items() if k != drop}
-    calls = ctx.tool_reply.tool_calls
-    return [{"role": "user", "content": LIST_PY}, assistant,
-            *({"role": "tool", "tool_call_id": c.id, "content": "app.py\nutils.py"} for c in calls)]
+    tools = [{"role": "tool", "tool_call_id": cid, "content": "app.py\nutils.py"}
+             for cid, _, _ in calls_of(ctx.tool_reply)]
+    return [{"role": "user", "content": LIST_PY}, assistant, *tools]
 
 
 def _tool_result(ctx: _Context):
     messages = _turn(ctx)
-    keys = ", ".join(sorted(messages[1]))
     try:
-        message, finish = _first(ctx.create(messages=messages, **ctx.tools()))
+        message, finish = ctx.chat(messages, **ctx.tools)
     except openai.APIStatusError as exc:
         if "content" in messages[1] or classify(exc).kind != "request_shape":
             raise
         return False, ("循环追加的助手消息没有 content 键（model_dump(exclude_none=True) 去掉了值为 None 的 content），"
-                       f"服务不接受：{explain_error(exc, getattr(ctx.client, 'api_key', None))}"), NO_CONTENT_HINT
+                       f"服务不接受：{explain_error(exc, ctx.key)}"), NO_CONTENT_HINT
     if not message.tool_calls and not message.content:
-        return False, f"请求被接受，但回复是空的（finish_reason={finish}）。{_length(finish)}"
-    return True, f"接受了循环的第二轮（助手消息的键：{keys}）：「{clip(message.content or _calls_text(message.tool_calls))}」"
+        return False, f"请求被接受，但回复是空的（finish_reason={finish}）。{_CUT.get(finish, '')}"
+    return True, (f"接受了循环的第二轮（助手消息的键：{', '.join(sorted(messages[1]))}）："
+                  f"「{clip(message.content or _calls_text(message))}」")
 
 
 def _reasoning(ctx: _Context):
     if "reasoning_content" not in _turn(ctx, mark=None)[1]:
         return None, "回复里没有 reasoning_content（不是思考模式），不涉及。"
     try:
-        ctx.create(messages=_turn(ctx, drop="reasoning_content"), **ctx.tools())
+        ctx.chat(_turn(ctx, drop="reasoning_content"), **ctx.tools)
     except openai.BadRequestError as exc:
         return True, ("回复带 reasoning_content；原样发回被接受，去掉它就被拒绝（HTTP 400）：这个服务要求传回。"
-                      f"原话：{clip(explain_error(exc, getattr(ctx.client, 'api_key', None)), 80)}")
+                      f"原话：{clip(explain_error(exc, ctx.key), 80)}")
     return True, "回复带 reasoning_content；原样发回和去掉它，服务都接受。"
 
 
@@ -209,75 +174,66 @@ def _choice_required(ctx: _Context):
     except openai.InternalServerError as exc:
         if "--jinja" in str(exc) or exc.status_code != 500:  # 不接受任何 tools 的旧服务，或整台服务的故障
             raise
-        return False, (f"只因为写了 tool_choice=\"required\"，服务就回了 HTTP 500：它不支持这个取值，"
-                       "这不是临时故障（llama-cpp-python 就这样）。")
+        return False, "只因为写了 tool_choice=\"required\"，服务就回了 HTTP 500：它不支持这个取值，不是临时故障。"
     if message.tool_calls:
-        return True, f"打招呼也被要求调用工具，给出了：{_calls_text(message.tool_calls)}"
-    return False, f"要求必须调用工具，回复里却只有文字：「{clip(message.content)}」{_length(finish)}"
+        return True, f"打招呼也被要求调用工具，给出了：{_calls_text(message)}"
+    return False, f"要求必须调用工具，回复里却只有文字：「{clip(message.content)}」{_CUT.get(finish, '')}"
 
 
 def _stream_deltas(ctx: _Context):
-    chunks = ctx.stream(LIST_PY, **ctx.tools())
+    chunks = ctx.chat(LIST_PY, stream=True, **ctx.tools)
     if not chunks:
-        return False, ("带工具的流式请求一块都没收到就结束了：服务端在生成之前出错，却没有报告错误"
-                       "（llama-cpp-python 遇到写明 tool_choice=\"auto\" 的流式请求就这样）。")
+        return False, "带工具的流式请求一块都没收到就结束了：服务端在生成之前出错，却没有报告错误（llama-cpp-python 就这样）。"
     result = accumulate(chunks)  # 没有 finish_reason 时抛出 EndpointError（stream_cut）
-    calls = result["message"].get("tool_calls") or []
-    if not calls:
+    got = _calls_text(result["message"])
+    if not got:
         if ctx.tool_reply is None:  # 非流式也从没调用过工具：问题在前面，不在流式
-            raise _Blocked(f"收到 {len(chunks)} 块，没有工具调用；非流式的请求也没有拿到过。")
+            raise _Blocked(f"收到 {len(chunks)} 块，没有工具调用；非流式的请求也没有拿到过。", (2, 3), False)
         return False, f"收到 {len(chunks)} 块，没有一块带 tool_calls 增量。"
-    for call in calls:
+    for _, _, raw in calls_of(result["message"]):
         try:
-            json.loads(call["function"]["arguments"])
+            json.loads(raw)
         except ValueError:
-            return False, f"按 index 拼回后，arguments 不是合法 JSON：{clip(call['function']['arguments'])}"
-    got = "；".join(f"{c['function']['name']}({clip(c['function']['arguments'], 60)})" for c in calls)
+            return False, f"按 index 拼回后，arguments 不是合法 JSON：{clip(raw)}"
     return True, f"收到 {len(chunks)} 块，按 index 拼回后：{got}，finish_reason={result['finish_reason']}"
 
 
 def _usage(ctx: _Context):
     plain = next((r.usage for r in ctx.responses if getattr(r, "usage", None)), None)
     if not any(c.choices for c in ctx.chunks):  # 前面带工具的流可能什么都没收到：用不带工具的流再看一次
-        ctx.stream(GREETING)
-    top = next((c.usage for c in ctx.chunks if getattr(c, "usage", None)), None)
-    inner = next((ch.model_extra["usage"] for c in ctx.chunks for ch in c.choices or []
-                  if (ch.model_extra or {}).get("usage")), None)
-    if top is None and inner is None and ctx.stream_cut:
-        raise _Blocked("流式回复被截断了，看不到最后的用量块，无从判断流式报不报用量。", after=(_STREAM,))
-    where = "顶层的用量块" if top is not None else "choices[0].usage" if inner is not None else None
-    parts = [f"非流式：{'total ' + str(plain.total_tokens) if plain else '没有'}",
-             f"流式（include_usage）：{'在' + where if where else '没有'}"]
-    if inner is not None and top is None:
-        parts.append("不在标准的位置（月之暗面这样做）；accumulate 两处都认，预算照样生效")
-    return plain is not None and where is not None, "；".join(parts)
+        ctx.chat(GREETING, stream=True)
+    top = any(getattr(c, "usage", None) for c in ctx.chunks)
+    inner = any((ch.model_extra or {}).get("usage") for c in ctx.chunks for ch in c.choices or [])
+    cut = ctx.chunks and not any(ch.finish_reason for c in ctx.chunks for ch in c.choices or [])  # 流被截断
+    if not top and not inner and cut:
+        raise _Blocked("流式回复被截断了，看不到最后的用量块，无从判断流式报不报用量。", (8,), False)
+    where = ("在顶层的用量块" if top else "没有" if not inner else
+             "在 choices[0].usage；不在标准的位置（月之暗面这样做），accumulate 两处都认，预算照样生效")
+    plain_text = f"total {plain.total_tokens}" if plain else "没有"
+    return plain is not None and where != "没有", f"非流式：{plain_text}；流式（include_usage）：{where}"
 
 
-def _extra_keys(obj: Any, path: str, found: dict) -> None:
-    """把 SDK 对象里“不认识的字段”（pydantic 的 model_extra）逐层记下来。"""
+def _extra_keys(obj, prefix: str = "") -> list[str]:
+    """SDK 对象里“不认识的字段”（pydantic 的 model_extra），逐层写成 `a.b.c`。"""
     if isinstance(obj, list):
-        for item in obj:
-            _extra_keys(item, path, found)
-    elif isinstance(obj, pydantic.BaseModel):
-        for key in obj.model_extra or {}:
-            found.setdefault(f"{path}.{key}" if path else key, None)
-        for name in type(obj).model_fields:
-            _extra_keys(getattr(obj, name, None), f"{path}.{name}" if path else name, found)
+        return [key for item in obj for key in _extra_keys(item, prefix)]
+    if not isinstance(obj, pydantic.BaseModel):
+        return []
+    return [*(prefix + key for key in obj.model_extra or {}),
+            *(k for name in type(obj).model_fields for k in _extra_keys(getattr(obj, name), f"{prefix}{name}."))]
 
 
 def _extras(ctx: _Context):
     if not ctx.responses and not ctx.chunks:
         ctx.chat(GREETING)
-    found: dict = {}
-    _extra_keys(ctx.responses, "", found)
-    _extra_keys(ctx.chunks, "chunk", found)
+    found = dict.fromkeys(_extra_keys(ctx.responses) + _extra_keys(ctx.chunks, "chunk."))
     if not found:
         return True, f"看了 {len(ctx.responses)} 个响应和 {len(ctx.chunks)} 个流式块，没有标准之外的字段。"
     return None, "发现标准之外的字段：" + "、".join(found) + "（SDK 把它们放在 model_extra 里，model_dump 会一起带上）"
 
 
 CHECKS = list(zip(IMPACT, [_plain_chat, _tools_offered, _choice_auto, _arguments_json, _tool_result, _reasoning,
-                           _choice_required, _stream_deltas, _usage, _extras]))
+                          _choice_required, _stream_deltas, _usage, _extras]))
 
 
 def _error_hint(exc: BaseException, text: str, name: str, timeout: float) -> str:
@@ -291,36 +247,28 @@ def _error_hint(exc: BaseException, text: str, name: str, timeout: float) -> str
 
 
 def probe(client, model, *, timeout=30.0, max_tokens=128):
-    """逐项检查一个端点，返回 `pandas.DataFrame`（列 check、result、detail、hint；result 是 ✓、✗ 或 ℹ）。
-    每次请求带 `timeout`（秒）和 `max_tokens`，SDK 不自动重试。"""
+    """逐项检查一个端点，返回一张表（列 check、result、detail、hint）；每个请求带 `timeout` 和 `max_tokens`，不重试。"""
     ctx = _Context(client.with_options(max_retries=0), model, timeout, max_tokens)
-    number = {name: n for n, (name, _) in enumerate(CHECKS, start=1)}
     rows, errors, roots = [], {}, {}  # errors：说明 → 第一次出现在第几项；roots：第几项 → 问题出在第几项
     for n, (name, check) in enumerate(CHECKS, start=1):
         try:
-            ok, detail, *special = check(ctx)  # 少数情形，检查自己给出更贴切的办法
-            hint = special[0] if special else HINTS[name]
+            ok, detail, hint = (*check(ctx), HINTS[name])[:3]  # 少数情形，检查自己给出更贴切的办法
         except _Blocked as blocked:  # 指回第一个没通过的前置项，再一直指到根上
-            first = next((number[a] for a in blocked.after if rows[number[a] - 1]["result"] != OK),
-                         number[blocked.after[0]])
+            detail, after, ok = blocked.args
+            first = next((a for a in after if rows[a - 1]["result"] != OK), after[0])
             roots[n] = root = roots.get(first, first)
-            ok, detail = blocked.mark, str(blocked)
             hint = f"先解决第 {root} 项（{CHECKS[root - 1][0]}）：这一项要用到它的结果。"
         except Exception as exc:  # 每一项自己兜底：出错也只影响这一行
-            key = getattr(client, "api_key", None)
-            ok, text = False, exc.explanation if isinstance(exc, EndpointError) else explain_error(exc, key)
-            if text in errors:
-                roots[n] = errors[text]
-                detail, hint = f"出错（同第 {errors[text]} 项）", f"先解决第 {errors[text]} 项：这一行出的是同一个错误。"
-            else:
-                errors[text] = n
-                detail, hint = f"出错：{text}", _error_hint(exc, text, name, timeout)
+            text = exc.explanation if isinstance(exc, EndpointError) else explain_error(exc, ctx.key)
+            ok, roots[n] = False, errors.setdefault(text, n)
+            same = roots[n] != n
+            detail = f"出错（同第 {roots[n]} 项）" if same else f"出错：{text}"
+            hint = f"先解决第 {roots[n]} 项：这一行出的是同一个错误。" if same else _error_hint(exc, text, name, timeout)
         mark = OK if ok else INFO if ok is None else FAIL
         keep = mark == FAIL or (mark == INFO and hint.startswith("先解决"))  # ℹ 只留“先解决第 N 项”
         rows.append({"check": name, "result": mark, "detail": detail, "hint": hint if keep else ""})
-    if ctx.needs_auto:  # 不写 tool_choice 时没有调用，写明了才有：办法是写明它
-        rows[1]["hint"] = ('这个服务要写明 tool_choice="auto" 才调用工具。本项目的循环不写它：要么在循环调模型的那一行'
-                           '加上 tool_choice="auto"，要么换一个服务或模型。')
+    if "tool_choice" in ctx.tools:  # 不写 tool_choice 时没有调用，写明了才有：办法是写明它
+        rows[1]["hint"] = NEEDS_AUTO_HINT
     table = pd.DataFrame(rows, columns=["check", "result", "detail", "hint"])
     table.attrs["verdict"] = probe_verdict(table)
     return table
@@ -328,23 +276,21 @@ def probe(client, model, *, timeout=30.0, max_tokens=128):
 
 def probe_verdict(table) -> str:
     """从 `probe()` 的表算出一句话结论：只看非流式循环要用到的几项；流式增量不通过时另加一句。"""
-    row = {r.check: (n, r) for n, r in enumerate(table.itertuples(index=False), start=1)}
-    fails = {name for name, (_, r) in row.items() if r.result != OK}
-    chat, offered, auto, args, accepted = (name for name, _ in CHECKS[:5])
-    cannot = "结论：本系列的循环在这里跑不起来：{reason}".format
-    if chat in fails:
-        return cannot(reason=f"第 1 项（{chat}）没有通过，连最基本的请求都走不通；先按那一行的办法解决它。")
-    if {offered, auto} <= fails and row[offered][1].detail.startswith("出错"):
-        return cannot(reason=f"带工具的请求出错了，见第 {row[offered][0]} 项；循环第一轮就会失败，先按那一行的办法解决它。")
-    if {offered, auto} <= fails:
-        return cannot(reason=f"第 {row[offered][0]}、{row[auto][0]} 项都没有拿到工具调用，循环第一轮就会停下；"
-                             "换一个会调用工具的模型或服务。")
-    if accepted in fails and row[accepted][1].hint != NO_CONTENT_HINT:
-        return cannot(reason=f"第 {row[accepted][0]} 项（{accepted}）没有通过，循环的第二轮会被拒绝；按那一行的办法处理。")
-    changes = [f'调模型时写明 tool_choice="auto"（见第 {row[auto][0]} 项）'] if offered in fails else []
-    changes += [f'追加助手消息前补上 "content": ""（见第 {row[accepted][0]} 项）'] if accepted in fails else []
-    changes += [f"换一个能写出合法 arguments 的模型，否则每轮都要重试（见第 {row[args][0]} 项）"] if args in fails else []
+    rows = list(table.itertuples(index=False))  # 和 CHECKS 同序：rows[0] 是第 1 项
+    no = [r.result != OK for r in rows]
+    cannot = "结论：本系列的循环在这里跑不起来：".__add__
+    if no[0]:
+        return cannot("第 1 项（普通对话）没有通过，连最基本的请求都走不通；先按那一行的办法解决它。")
+    if no[1] and no[2] and rows[1].detail.startswith("出错"):
+        return cannot("带工具的请求出错了，见第 2 项；循环第一轮就会失败，先按那一行的办法解决它。")
+    if no[1] and no[2]:
+        return cannot("第 2、3 项都没有拿到工具调用，循环第一轮就会停下；换一个会调用工具的模型或服务。")
+    if no[4] and rows[4].hint != NO_CONTENT_HINT:
+        return cannot("第 5 项（接受工具结果）没有通过，循环的第二轮会被拒绝；按那一行的办法处理。")
+    changes = [text for bad, text in ((no[1], '调模型时写明 tool_choice="auto"（见第 3 项）'),
+                                      (no[4], '追加助手消息前补上 "content": ""（见第 5 项）'),
+                                      (no[3], "换一个能写出合法 arguments 的模型，否则每轮都要重试（见第 4 项）")) if bad]
     verdict = f"结论：做这些改动后循环能跑：{'；'.join(changes)}。" if changes else AS_IS
-    if _STREAM in row and row[_STREAM][1].result == FAIL:
-        verdict += f"另外，流式循环（08 的 agent_loop_stream）在这里用不了（见第 {row[_STREAM][0]} 项），用非流式的 agent_loop。"
+    if rows[7].result == FAIL:
+        verdict += "另外，流式循环（08 的 agent_loop_stream）在这里用不了（见第 8 项），用非流式的 agent_loop。"
     return verdict

@@ -1,14 +1,9 @@
 """调一次模型、跑一次循环：不管回来什么（包括什么都没回来），笔记本都能接着往下走。
 
-- `ask_model(client, want=..., script=..., **create 的参数)`：调一次模型，打印一行“这次：……”，说的是真正回来的
-  东西（端点出错附中文说明、只有文字、哪几个工具调用）；要的形状 `want` 没出现时，改用脚本模式的假模型
-  回答同一个请求，标着【脚本示范】；
-- `run_loop(loop, messages, client=..., model=...)`：跑一个循环；中途出错时 `messages` 退回到这一格开始时的
-  样子，再由假模型【脚本示范】跑一遍，所以它不会停在半截。
+`ask_model` 打印一行“这次：……”，说的是真正回来的东西；要的形状 `want` 没出现时，改用脚本模式的假模型回答同一个
+请求，标着【脚本示范】。`run_loop` 中途出错时，`messages` 退回到这一格开始时的样子，再由假模型跑一遍。
 两者都补上 `max_tokens`（没写时用 `MAX_TOKENS`）：没有上限时，本机的小模型会一直写到上下文装满。
 """
-
-from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
@@ -23,12 +18,8 @@ from ..models.script import text_of
 from ..safety.secrets import redact
 
 SCRIPTED = "【脚本示范】"
-WANTS = {
-    None: "任何一种回复",
-    "text": "一段文字回答（不请求工具）",
-    "tools": "至少一个工具调用",
-    "bash": "调用 bash 工具、参数是带字符串 command 的 JSON 对象",
-}
+WANTS = {None: "任何一种回复", "text": "一段文字回答（不请求工具）", "tools": "至少一个工具调用",
+         "bash": "调用 bash 工具、参数是带字符串 command 的 JSON 对象"}
 
 
 def clip(text: Any, limit: int = 80) -> str:
@@ -37,54 +28,45 @@ def clip(text: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _calls(message: Any) -> list[dict]:
-    return [as_dict(call) for call in as_dict(message).get("tool_calls") or []]
+def calls_of(message: Any) -> list[tuple[str, str, str]]:
+    """一条消息（dict 或 SDK 对象）里的工具调用，每个是 (id, name, arguments 的原文)。"""
+    out = []
+    for call in map(as_dict, as_dict(message).get("tool_calls") or []):
+        function = as_dict(call.get("function") or {})
+        args = function.get("arguments", "")
+        out.append((str(call.get("id") or ""), str(function.get("name") or "?"),
+                    args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)))
+    return out
 
 
-def _bash_command(call: dict) -> str | None:
+def _bash_command(name: str, args: str) -> str | None:
     """这个调用是 bash、参数是带字符串 command 的 JSON 对象时，返回那条命令；否则 None。"""
-    function = call.get("function") or {}
-    if function.get("name") != "bash":
-        return None
     try:
-        command = json.loads(function.get("arguments") or "").get("command")
+        command = json.loads(args or "").get("command") if name == "bash" else None
     except (TypeError, ValueError, AttributeError):
         return None
     return command if isinstance(command, str) else None
 
 
 def _wanted(message: Any, want: Any) -> bool:
-    calls = _calls(message)
-    if want is None:
-        return True
     if callable(want):
         return bool(want(message))
-    if want == "text":
-        return not calls and bool(text_of(as_dict(message).get("content")).strip())
-    if want == "tools":
-        return bool(calls)
-    if want == "bash":
-        return bool(calls) and all(_bash_command(c) is not None for c in calls)
-    raise ValueError(f"want 只能是 None、{'、'.join(repr(k) for k in WANTS if k)} 或一个函数，收到 {want!r}")
-
-
-def _want_text(want: Any) -> str:
-    if callable(want):
-        return (want.__doc__ or "另一种形状的回复").strip().splitlines()[0]
-    return WANTS.get(want, str(want))
+    calls = calls_of(message)
+    shapes = {None: True, "text": not calls and bool(text_of(as_dict(message).get("content")).strip()),
+              "tools": bool(calls), "bash": bool(calls) and all(_bash_command(n, a) is not None for _, n, a in calls)}
+    if not isinstance(want, str | None) or want not in shapes:
+        raise ValueError(f"want 只能是 None、{'、'.join(repr(k) for k in WANTS if k)} 或一个函数，收到 {want!r}")
+    return shapes[want]
 
 
 def _describe(message: Any) -> str:
     """一句话：这条助手消息里有几个工具调用、各是什么；没有调用时是那段文字的开头。"""
-    calls = _calls(message)
+    calls = calls_of(message)
     if not calls:
         text = text_of(as_dict(message).get("content"))
         return f"没有请求工具，只回了文字：{clip(text)!r}" if text.strip() else "没有请求工具，文字也是空的"
-    parts = []
-    for call in calls:
-        command, function = _bash_command(call), call.get("function") or {}
-        parts.append(f"bash {command!r}" if command is not None
-                     else f"{function.get('name')} {clip(function.get('arguments'), 60)!r}")
+    parts = [f"bash {cmd!r}" if (cmd := _bash_command(name, args)) is not None else f"{name} {clip(args, 60)!r}"
+             for _, name, args in calls]
     return f"请求了 {len(calls)} 个工具调用：" + "；".join(parts)
 
 
@@ -102,11 +84,8 @@ def _explain(exc: BaseException, client: Any) -> str:
 
 @dataclass
 class Step:
-    """一次模型调用的结果：笔记本接着用 `message`、`client`、`model`，不管它们来自哪里。
-
-    `scripted` 说是不是走了【脚本示范】（那时 `client` 是假模型）；`live` 是所选模型这次真正回来的消息，
-    端点出错时是 None，`error` 是那个 `EndpointError`；`said` 是打印出来的那几行。
-    """
+    """一次模型调用的结果：笔记本接着用 `message`、`client`、`model`。`scripted`：走了【脚本示范】（`client` 是假模型）；
+    `live`：所选模型这次真正回来的消息（端点出错时是 None，`error` 是那个错误）；`said`：打印出来的那几行。"""
 
     message: Any
     response: Any
@@ -123,29 +102,19 @@ class Step:
 
 
 def _scripted_client(script: Any) -> FakeClient:
-    if isinstance(script, FakeClient):
-        fake = script
-    else:  # 不写脚本时用默认策略：认得原文的例子，拿到工具结果后写一句总结
-        fake = FakeClient() if script is None else FakeClient(script=list(script))
-    fake._stands_in = True  # 它是替所选模型演示的：后面的步骤用它时也标上【脚本示范】
+    """替所选模型演示的假模型（不写脚本时用默认策略）；标记它，后面的步骤用它时也标上【脚本示范】。"""
+    fake = script if isinstance(script, FakeClient) else FakeClient(script=script)
+    fake._stands_in = True
     return fake
 
 
-def _is_stand_in(client: Any) -> bool:
-    return isinstance(client, FakeClient) and (client.script_remaining is not None
-                                               or getattr(client, "_stands_in", False))
-
-
 def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
-    """调一次 `client.chat.completions.create(**kwargs)`，不管回来什么都返回一个 `Step`。
-
-    `want`：`None`（什么都行，只有端点出错才换）、`"text"`、`"tools"`、`"bash"`，或一个收助手消息、返回真假的函数。
-    没出现时由脚本模式的假模型作答：`script` 是回复列表，或一个现成的 `FakeClient`；不写就用默认策略。
-    """
+    """调一次 `client.chat.completions.create(**kwargs)`，返回 `Step`。`want`：`None`（只有端点出错才换）、`"text"`、
+    `"tools"`、`"bash"` 或一个判断助手消息的函数；没出现时由假模型按 `script`（回复列表或 `FakeClient`）作答。"""
     kwargs.setdefault("max_tokens", MAX_TOKENS)
-    label = SCRIPTED if _is_stand_in(client) else ""
-    said: list[str] = []
-    live = response = error = None
+    label = SCRIPTED if isinstance(client, FakeClient) and (client.script_remaining is not None  # 脚本模式，或替过别人
+                                                            or getattr(client, "_stands_in", False)) else ""
+    said, live, response, error = [], None, None, None
     try:
         response = call_model(client, **kwargs)  # 回复不是 JSON、没有 choices，它也抛 EndpointError
         live = response.choices[0].message
@@ -158,7 +127,8 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     else:
         fake = _scripted_client(script)
         if live is not None:
-            said.append(f"这一步要的是{_want_text(want)}。")
+            wanted = (want.__doc__ or "另一种形状的回复").strip().splitlines()[0] if callable(want) else WANTS[want]
+            said.append(f"这一步要的是{wanted}。")
         said.append(f"{SCRIPTED}下面改用脚本模式的假模型回答同一个请求。")
         response = fake.chat.completions.create(**dict(kwargs, model=fake.model))
         step = Step(response.choices[0].message, response, fake, fake.model, True, live, error, said)
@@ -181,16 +151,13 @@ class LoopRun:
 
 
 def _calls_since(messages: list, start: int) -> int:
-    return sum(len(_calls(m)) for m in messages[start:] if as_dict(m).get("role") == "assistant")
+    return sum(len(calls_of(m)) for m in messages[start:] if as_dict(m).get("role") == "assistant")
 
 
 def run_loop(loop: Callable, messages: list, *, client, model, want=None, script=None, quiet=False,
              **kwargs) -> LoopRun:
-    """跑 `loop(messages, client=client, model=model, **kwargs)`，打印“这次：……”（几轮、几个调用、回答）。
-
-    循环中途抛出异常时先说明原因，把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，
-    标着【脚本示范】。`want="tools"` 时，模型一个工具都没调用也这样做：这一格要演示的是工具往返。
-    """
+    """跑 `loop(messages, client=client, model=model, **kwargs)`，打印“这次：……”。中途抛出异常时（`want="tools"` 而
+    一个工具都没调用时也一样）把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，标着【脚本示范】。"""
     start, said, error = len(messages), [], None
     try:
         answer = loop(messages, client=client, model=model, **kwargs)

@@ -1,18 +1,12 @@
-"""模型切换器：在假模型（离线）和真实端点之间切换，笔记本的其余代码不用改。
+"""模型切换器：`model_switch()` 是一组控件，`switch.current()` 返回 `(client, model)`，笔记本的其余代码不用改。
 
-`model_switch()` 是一组 ipywidgets 控件（模式、服务商预设、base_url、模型名、API 密钥、测试连接），
-`switch.current()` 返回 `(client, model)`；它顺带装上“没接住的端点错误先给一句中文说明”。
-「测试连接」先问服务商有哪些模型（`clients.check_model`），说清所选模型在不在、有哪些相近的名字，再试发一次很小的请求。
-密钥只在 Python 对象的私有属性里：环境变量 `OPENAI_API_KEY` 的值不复制进任何控件；密码框里粘贴的密钥
-立刻移走、密码框清空，所以单元格输出、保存下来的控件状态和文件里都没有它。建客户端的规矩在 `clients`。
+它顺带装上“没接住的端点错误先给一句中文说明”。密钥只在 Python 对象的私有属性里：`OPENAI_API_KEY` 的值不复制进
+任何控件；密码框里粘贴的密钥立刻移走、密码框清空，所以输出、控件状态和文件里都没有它。建客户端的规矩在 `clients`。
 """
-
-from __future__ import annotations
 
 import html
 import os
 import time
-from contextlib import contextmanager
 
 import ipywidgets as widgets
 import openai
@@ -40,11 +34,10 @@ class SecretPassword(widgets.Password):
 
 def presets_table():
     """所有云服务商预设一张表：base_url、模型名、出处、核对日期、停用日期、每次请求带上的字段、思考模式。"""
-    table = pd.DataFrame([{
-        "预设": p.key, "服务商": p.label, "base_url": p.base_url, "模型名": p.model or p.model_hint,
-        "出处": p.source, "核对日期": p.checked, "停用日期": p.retires,
-        "每次请求带上": p.extra_body or "", "思考模式": p.thinking,
-    } for p in PRESETS if p.key not in ("local", "custom")])
+    table = pd.DataFrame([{"预设": p.key, "服务商": p.label, "base_url": p.base_url, "模型名": p.model or p.model_hint,
+                           "出处": p.source, "核对日期": p.checked, "停用日期": p.retires,
+                           "每次请求带上": p.extra_body or "", "思考模式": p.thinking}
+                          for p in PRESETS if p.key not in ("local", "custom")])
     table.attrs["checked"] = PRESETS_CHECKED
     return table
 
@@ -56,87 +49,68 @@ class ModelSwitch:
         self._environ = os.environ if environ is None else environ
         self._typed_key: str | None = None  # 在密码框里粘贴的密钥，只存在这里
         self._cache = None  # (设置签名, client, model)
-        self._quiet = False  # 程序自己改控件时，不触发“选了预设就切到真实端点”
-        self._status_text = ""
-        style, wide = {"description_width": "72px"}, widgets.Layout(width="560px")
+        self.status = ""  # 状态行的纯文字（已打码）
+        style = {"description_width": "72px"}
+        text = {"style": style, "layout": widgets.Layout(width="560px"), "continuous_update": False}
         self.mode_buttons = widgets.ToggleButtons(options=[("假模型（离线）", "fake"), ("真实端点", "real")],
-                                                  value="fake", description="模型", style=style)
-        self.preset_dropdown = widgets.Dropdown(options=[(p.label, p.key) for p in PRESETS], value=PRESETS[0].key,
-                                                description="服务商", style=style, layout=widgets.Layout(width="360px"))
-        self.base_url_text = widgets.Text(description="base_url", placeholder="https://…/v1", style=style,
-                                          layout=wide, continuous_update=False)
-        self.model_text = widgets.Text(description="模型名", style=style, layout=wide, continuous_update=False)
-        self.key_password = SecretPassword(description="API 密钥", placeholder=KEY_PLACEHOLDER, style=style,
-                                           layout=wide, continuous_update=False)
+                                                  description="模型", style=style)
+        self.preset_dropdown = widgets.Dropdown(options=[(p.label, p.key) for p in PRESETS], description="服务商",
+                                                style=style, layout=widgets.Layout(width="360px"))
+        self.base_url_text = widgets.Text(description="base_url", placeholder="https://…/v1", **text)
+        self.model_text = widgets.Text(description="模型名", **text)
+        self.key_password = SecretPassword(description="API 密钥", placeholder=KEY_PLACEHOLDER, **text)
         self.test_button = widgets.Button(description="测试连接", icon="plug", button_style="info")
-        self.forget_button = widgets.Button(description="清除密钥", icon="eraser")
         self.status_html = widgets.HTML()
         self.widget = widgets.VBox([self.mode_buttons, self.preset_dropdown, self.base_url_text, self.model_text,
-                                    self.key_password, widgets.HBox([self.test_button, self.forget_button]),
-                                    self.status_html])
-        self._apply_environ()
+                                    self.key_password, self.test_button, self.status_html])
+        self._fill(self.preset.key)
         for w in (self.mode_buttons, self.base_url_text, self.model_text):
-            w.observe(lambda _change: self._quiet or self._refresh_status(), names="value")
+            w.observe(lambda _change: self._refresh_status(), names="value")
         self.preset_dropdown.observe(self._on_preset, names="value")
         self.key_password.observe(self._on_key, names="value")
         self.test_button.on_click(lambda _button: self.test_connection())
-        self.forget_button.on_click(lambda _button: self.forget_key())
-
-    @contextmanager
-    def _quietly(self):
-        old, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = old
+        self._apply_environ()
 
     def _apply_environ(self) -> None:
-        env = self._environ
-        mode = (env.get("HARNESS_MODE") or "fake").strip().lower()
-        model = (env.get("HARNESS_MODEL") or "").strip()
-        with self._quietly():
-            self.mode_buttons.value = "real" if mode in ("real", "local") else "fake"
-            if mode == "local":  # 和 client_from_env 一样：本地端点也认 HARNESS_MODEL（比如 fake-talk-only）
-                self._select_preset("local")
-                self.model_text.value = model or self.model_text.value
-            elif mode == "real":
-                base_url = (env.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
-                # 同一家服务商的旧写法（比如多了 /v1）也认；地址原样保留
-                preset = preset_for(base_url) or next((p for p in PRESETS if p.base_url and p.base_url.rstrip("/")
-                                                       == base_url.rstrip("/")), PRESETS_BY_KEY["custom"])
-                self.preset_dropdown.value = preset.key
-                self.base_url_text.value = base_url
-                self.model_text.value = model or preset.model
-            else:
-                self._select_preset(PRESETS[0].key)
+        """和 client_from_env 看同样的变量：HARNESS_MODE、HARNESS_MODEL、OPENAI_BASE_URL。"""
+        mode = (self._environ.get("HARNESS_MODE") or "fake").strip().lower()
+        model = (self._environ.get("HARNESS_MODEL") or "").strip()
+        if mode == "local":  # 本地端点也认 HARNESS_MODEL（比如 fake-talk-only）
+            self._fill("local")  # 端点起不来时在这里就报错
+            self.preset_dropdown.value = "local"
+            self.model_text.value = model or self.model_text.value
+        elif mode == "real":
+            base_url = (self._environ.get("OPENAI_BASE_URL") or "").strip() or DEFAULT_OPENAI_BASE_URL
+            # 同一家服务商的旧写法（比如多了 /v1）也认；地址原样保留
+            same = [p for p in PRESETS if p.base_url and p.base_url.rstrip("/") == base_url.rstrip("/")]
+            self.preset_dropdown.value = (preset_for(base_url) or (same + [PRESETS_BY_KEY["custom"]])[0]).key
+            self.base_url_text.value = base_url
+            self.model_text.value = model or self.preset.model
+            self.mode_buttons.value = "real"
         if mode not in ("fake", "real", "local"):
             self._set_status(f"HARNESS_MODE 只能是 fake、real 或 local，现在是 {mode!r}；先用假模型。", "warn")
         else:
             self._refresh_status()
 
-    def _select_preset(self, key: str) -> None:
+    def _fill(self, key: str) -> None:
+        """按预设填好 base_url 和模型名（自定义只换提示）；本地端点这时才启动。"""
         preset = PRESETS_BY_KEY[key]
-        with self._quietly():
-            self.preset_dropdown.value = key
-            if key == "local":
-                self.base_url_text.value = ensure_local_server()
-            elif preset.base_url:
-                self.base_url_text.value = preset.base_url
-            if key != "custom":
-                self.model_text.value = preset.model
-            self.model_text.placeholder = preset.model_hint or "模型名"
+        if key == "local":
+            self.base_url_text.value = ensure_local_server()
+        elif preset.base_url:
+            self.base_url_text.value = preset.base_url
+        if key != "custom":
+            self.model_text.value = preset.model
+        self.model_text.placeholder = preset.model_hint or "模型名"
 
     def _on_preset(self, change) -> None:
-        if self._quiet:
-            return
         try:
-            self._select_preset(change["new"])
+            self._fill(change["new"])
         except Exception as exc:  # 本地端点启动失败等
             self._set_status("❌ " + explain_error(exc, self._known_keys()), "error")
             return
         if change["new"] != "custom":
-            with self._quietly():
-                self.mode_buttons.value = "real"
+            self.mode_buttons.value = "real"
         self._refresh_status()
 
     def _on_key(self, change) -> None:
@@ -146,13 +120,6 @@ class ModelSwitch:
             self.key_password.placeholder = KEY_PLACEHOLDER_SET if self._typed_key else KEY_PLACEHOLDER
             self._refresh_status()
 
-    def forget_key(self) -> None:
-        """忘掉粘贴过的密钥（之后若设置了环境变量 OPENAI_API_KEY，就改用它）。"""
-        self._typed_key = None
-        self.key_password.value = ""
-        self.key_password.placeholder = KEY_PLACEHOLDER
-        self._refresh_status()
-
     @property
     def mode(self) -> str:
         """`"fake"`（假模型）或 `"real"`（真实端点，包括本机服务和本项目的本地端点）。"""
@@ -160,15 +127,12 @@ class ModelSwitch:
 
     @property
     def preset(self) -> Preset:
-        """当前选中的服务商预设。"""
         return PRESETS_BY_KEY[self.preset_dropdown.value]
 
     def _request_preset(self) -> Preset | None:
         """这次请求按哪个云服务商预设的规矩发：选了它，或者地址（主机名）是它的。"""
         chosen = self.preset
-        if chosen.key not in ("custom", "local") and chosen.base_url and chosen.needs_key:
-            return chosen
-        return preset_for(self.base_url_text.value.strip())
+        return chosen if chosen.base_url and chosen.needs_key else preset_for(self.base_url_text.value)
 
     def _env_key(self) -> str:
         return (self._environ.get("OPENAI_API_KEY") or "").strip()
@@ -189,8 +153,7 @@ class ModelSwitch:
     def _real_settings(self) -> tuple[str, str, str]:
         """真实端点的 (base_url, model, key)；缺东西时抛出 SwitchConfigError。"""
         if self.preset.key == "local":
-            with self._quietly():
-                self.base_url_text.value = ensure_local_server()  # 端点若被关掉，会在这里重新启动
+            self.base_url_text.value = ensure_local_server()  # 端点若被关掉，会在这里重新启动
         base_url, model = self.base_url_text.value.strip(), self.model_text.value.strip()
         if not base_url:
             raise SwitchConfigError("base_url 是空的：请选一个服务商预设，或在 base_url 框里填上地址（通常以 /v1 结尾）。")
@@ -198,45 +161,35 @@ class ModelSwitch:
             raise SwitchConfigError(f"base_url 应当以 http:// 或 https:// 开头，现在是 {base_url!r}。")
         if not model:
             raise SwitchConfigError("模型名是空的：请在「模型名」框里填上服务商给的模型名。")
-        env_url = (self._environ.get("OPENAI_BASE_URL") or "").strip().rstrip("/")
-        if self._typed_key:
-            return base_url, model, self._typed_key
-        if self._env_key() and env_url and base_url.rstrip("/") == env_url:
-            return base_url, model, self._env_key()  # 环境里的密钥本来就是给这个地址的（比如加了 --api-key 的本机服务）
-        if not self._needs_key():
-            return base_url, model, NO_KEY
-        if self._env_key():
-            return base_url, model, self._env_key()
-        raise SwitchConfigError(f"还没有 API 密钥：把 {self.preset.label} 的密钥粘贴到「API 密钥」框里"
-                                "（只留在内存里，不显示也不保存），或者在启动 JupyterLab 之前设置环境变量 OPENAI_API_KEY。")
+        env_key, env_url = self._env_key(), (self._environ.get("OPENAI_BASE_URL") or "").strip().rstrip("/")
+        # 环境里的密钥本来就是给 OPENAI_BASE_URL 的：那个地址在本机（比如加了 --api-key 的服务）也发给它
+        for_env_url = bool(env_key and env_url and base_url.rstrip("/") == env_url)
+        key = self._typed_key or (env_key if for_env_url or self._needs_key() else NO_KEY)
+        if not key:
+            raise SwitchConfigError(f"还没有 API 密钥：把 {self.preset.label} 的密钥粘贴到「API 密钥」框里（只留在内存里，"
+                                    "不显示也不保存），或者在启动 JupyterLab 之前设置环境变量 OPENAI_API_KEY。")
+        return base_url, model, key
 
     def current(self):
         """按当前选择返回 `(client, model)`；设置不变时返回同一个 client。设置不完整时抛出 `SwitchConfigError`。"""
         signature = ("fake",) if self.mode == "fake" else ("real", *self._real_settings())
         if self._cache is None or self._cache[0] != signature:
             if self.mode == "fake":
-                client, model = client_from_env({})
+                self._cache = (signature, *client_from_env({}))
             else:
                 _, base_url, model, key = signature
                 preset = self._request_preset()
-                client = real_client(base_url, key, preset.extra_body if preset else None)
-            self._cache = (signature, client, model)
+                self._cache = (signature, real_client(base_url, key, preset and preset.extra_body), model)
         return self._cache[1], self._cache[2]
 
-    @property
-    def status(self) -> str:
-        """状态行的纯文字（已打码）。"""
-        return self._status_text
-
     def _set_status(self, text: str, kind: str = "info") -> str:
-        self._status_text = text = redact(text, self._known_keys())
+        self.status = text = redact(text, self._known_keys())
         self.status_html.value = f'<div style="color:{_COLORS[kind]};white-space:pre-wrap">{html.escape(text)}</div>'
         return text
 
-    def _refresh_status(self) -> None:
+    def _refresh_status(self):
         if self.mode == "fake":
-            self._set_status(f"当前：假模型 {FAKE_MODEL}（离线、结果固定、不需要密钥）。")
-            return
+            return self._set_status(f"当前：假模型 {FAKE_MODEL}（离线、结果固定、不需要密钥）。")
         model = self.model_text.value.strip() or "（未填写）"
         lines = [f"当前：真实端点 {self.base_url_text.value.strip() or '（未填写）'} · 模型 {model} · "
                  f"密钥：{self._key_source()}。点「测试连接」检查能否连通、模型在不在。", *self._preset_notes(model)]
@@ -256,11 +209,8 @@ class ModelSwitch:
         return notes
 
     def test_connection(self) -> str:
-        """测试连接，结果写进状态行并返回（中文、已打码）。
-
-        真实端点分两步：先问服务商有哪些模型（`check_model`），再试发一次很小的请求（不重试，
-        最多等 `PROBE_TIMEOUT` 秒）；连不上时不发第二步。
-        """
+        """测试连接，结果写进状态行并返回（已打码）。真实端点分两步：先问服务商有哪些模型（`check_model`），
+        连得上再试发一次很小的请求（不重试，最多等 `PROBE_TIMEOUT` 秒）。"""
         self._set_status("正在测试连接……")
         keys = self._known_keys()
         try:
@@ -281,49 +231,36 @@ class ModelSwitch:
                 model=model, messages=[{"role": "user", "content": "ping"}], max_tokens=8)
         except Exception as exc:
             lines = ["❌ " + explain_error(exc, keys)]
-            if classify(exc).kind == "not_found":  # 只有“找不到”时，模型名才是要查的东西
-                if listing.suggestions:
-                    lines.append(f"服务商列出的模型里，相近的有：{'、'.join(listing.suggestions)}。")
-                elif listing.listed:
-                    lines.append(f"模型 {model} 在模型列表里：多半是 base_url 的路径不对（通常以 /v1 结尾）。")
-                elif listing.listed is None and listing.error is None:
-                    lines.append(listing.text)
+            if classify(exc).kind == "not_found" and listing.error is None:  # 只有“找不到”时，才要查模型名
+                lines.append(f"模型 {model} 在模型列表里：多半是 base_url 的路径不对（通常以 /v1 结尾）。"
+                             if listing.listed else listing.text)
             return self._set_status("\n".join(lines), "error")
         lines = [f"✅ 连接成功：服务器回报的模型是 {reply.model}（用时 {time.monotonic() - started:.1f} 秒）。"]
-        if listing.listed is False:
-            lines.append(listing.text.replace("⚠ ", "") + "这次请求却成功了：有的服务接受列表以外的名字（别名）。")
-        elif listing.text:
-            lines.append(listing.text)
+        alias = "这次请求却成功了：有的服务接受列表以外的名字（别名）。" if listing.listed is False else ""
+        lines.append(listing.text.replace("⚠ ", "") + alias)
         lines += [n for n in self._preset_notes(model) if not n.startswith("⚠")]
         return self._set_status("\n".join(lines), "ok")
 
     def __repr__(self) -> str:
-        if self.mode == "fake":
-            return f"ModelSwitch(mode='fake', model={FAKE_MODEL!r})"
-        return (f"ModelSwitch(mode='real', preset={self.preset.label!r}, base_url={self.base_url_text.value!r}, "
-                f"model={self.model_text.value!r}, 密钥={self._key_source()})")
+        return (f"ModelSwitch(mode={self.mode!r}, preset={self.preset.label!r}, "
+                f"base_url={self.base_url_text.value!r}, model={self.model_text.value!r}, 密钥={self._key_source()})")
 
     def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {})
         return {**bundle, "text/plain": repr(self)}
 
 
-_UNCAUGHT_HEAD = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
-
-
 def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
     """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    lines = [redact(line) for line in [_UNCAUGHT_HEAD, "  " + explain_error(value), "", *stb]]
+    head = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
+    lines = [redact(line) for line in [head, "  " + explain_error(value), "", *stb]]
     shell._showtraceback(etype, redact(str(value)), lines)  # IPython 不管返回值，所以自己显示
     return lines
 
 
 def explain_uncaught_errors(shell=None) -> bool:
-    """让 Jupyter 显示没被接住的 openai SDK 异常时，先给出 `explain_error` 的中文说明，再是原来的调用栈。
-
-    异常本身不变，`try/except` 照样接得住；密钥都会被抹掉。不在 IPython 里时什么也不做，返回 False。
-    """
+    """没被接住的 openai SDK 异常先显示中文说明，再是调用栈（异常本身不变）；不在 IPython 里时返回 False。"""
     shell = shell if shell is not None else get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False

@@ -1,16 +1,11 @@
-"""消息表：把 `messages` 画成一张随对话原地刷新的表。
+"""消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新；`messages_frame` 是数据表。
 
-- `show_messages(messages)`：显示一张活的表，之后每轮 `view.update()` 原地刷新；
-- `messages_frame(messages)`：每条消息一行的 `pandas.DataFrame`，方便用代码查看。
-表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同一种颜色的小标签，并注明“由第几行回应”“回应第几行”；
-没有回应的调用、找不到调用的工具消息标红；长内容折叠起来，点开看全文。HTML 只用行内样式、不用脚本，
-不受信任的输出也照样显示；样式被去掉时（比如在 GitHub 上），“⚠ 未回应”这些文字提示也还在。
+表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由第几行回应”“回应第几行”，没有回应的
+调用、找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
 """
 
-from __future__ import annotations
-
-import html
-import json
+from collections import Counter
+from html import escape
 
 import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
@@ -18,6 +13,7 @@ from IPython.display import display
 
 from ..models.checks import as_dict
 from ..models.script import text_of
+from .step import calls_of
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
 PREVIEW_CHARS = 60
@@ -49,18 +45,6 @@ def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     return head + "…" if len(text) > limit else head
 
 
-def _calls_of(row: dict) -> list[tuple[str, str, str]]:
-    """一条消息里的工具调用，每个是 (id, name, arguments)。"""
-    out = []
-    for call in row.get("tool_calls") or []:
-        call = as_dict(call)
-        function = as_dict(call.get("function") or {})
-        args = function.get("arguments", "")
-        args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
-        out.append((str(call.get("id") or ""), str(function.get("name") or "?"), args))
-    return out
-
-
 class MessagesFrame(pd.DataFrame):
     """`messages_frame` 的结果：显示时不把单元格截到 50 个字符（两个调用常常只差在最后的 id）。"""
 
@@ -78,14 +62,12 @@ class MessagesFrame(pd.DataFrame):
 
 
 def messages_frame(messages) -> MessagesFrame:
-    """每条消息一行，索引 `pos` 与 `messages[i]` 一致；`content` 是前 60 个字符的预览，
-    `tool_calls` 每个调用写成 `name(arguments) [id]`。dict 和 SDK 对象都可以。"""
+    """每条消息（dict 或 SDK 对象）一行，索引 `pos` 与 `messages[i]` 一致；`content` 是前 60 个字符的预览。"""
     rows = _rows(messages)
     return MessagesFrame({
-        "pos": range(len(rows)),
-        "role": [str(r.get("role", "")) for r in rows],
+        "pos": range(len(rows)), "role": [str(r.get("role", "")) for r in rows],
         "content": [_preview(text_of(r.get("content"))) for r in rows],
-        "tool_calls": ["\n".join(f"{name}({_preview(args)}) [{cid}]" for cid, name, args in _calls_of(r))
+        "tool_calls": ["\n".join(f"{name}({_preview(args)}) [{cid}]" for cid, name, args in calls_of(r))
                        for r in rows],
         "tool_call_id": [str(r.get("tool_call_id") or "") for r in rows],
     }, columns=COLUMNS).set_index("pos")
@@ -95,10 +77,8 @@ class _Pairing:
     """每个 `tool_call_id` 由哪一行提出、由哪几行回应，以及它的小标签用哪种颜色。"""
 
     def __init__(self, rows: list[dict]):
-        self.calls = [_calls_of(r) for r in rows]
-        self.call_pos: dict[str, int] = {}
-        self.answer_pos: dict[str, list[int]] = {}
-        self.color: dict[str, int] = {}
+        self.calls = [calls_of(r) for r in rows]
+        self.call_pos, self.answer_pos, self.color = {}, {}, {}  # id → 提出它的行、回应它的各行、颜色序号
         for pos, row in enumerate(rows):
             ids = [cid for cid, _, _ in self.calls[pos]]
             for cid in ids:
@@ -109,8 +89,7 @@ class _Pairing:
             for cid in ids:
                 self.color.setdefault(cid, len(self.color))
 
-    def problems(self) -> list[str]:
-        """表头上方的提示句。"""
+    def problems(self) -> list[str]:  # 表头上方的提示句
         unanswered = [(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos]
         orphans = [(c, p) for c, ps in self.answer_pos.items() if c not in self.call_pos for p in ps]
         lines = []
@@ -121,35 +100,30 @@ class _Pairing:
         return lines
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def _chip(cid: str, pairing: _Pairing) -> str:
     bg, border = CALL_COLORS[pairing.color.get(cid, 0) % len(CALL_COLORS)]
     return (f'<span style="background:{bg};border:1.5px solid {border};{_CHIP};font-family:monospace">'
-            f"{_esc(cid) or '（空）'}</span>")
+            f"{escape(cid) or '（空）'}</span>")
 
 
 def _warn(text: str) -> str:
-    return f'<span style="background:{_WARN};color:#fff;font-weight:600;{_CHIP}">{_esc(text)}</span>'
+    return f'<span style="background:{_WARN};color:#fff;font-weight:600;{_CHIP}">{escape(text)}</span>'
 
 
 def _hint(text: str) -> str:
-    return f'<span style="color:#57606a;font-size:11.5px;white-space:nowrap">{_esc(text)}</span>'
+    return f'<span style="color:#57606a;font-size:11.5px;white-space:nowrap">{escape(text)}</span>'
 
 
 def _cell(text: str, pos: int, budget: list[int], code: bool = False) -> str:
     """短文字直接显示；长的或多行的折叠成 <details>，点开看全文（全文有上限）。"""
-    shown = _esc(_preview(text))
-    shown = f'<code style="font-size:12px">{shown}</code>' if code else shown
+    shown = f'<code style="font-size:12px">{escape(_preview(text))}</code>' if code else escape(_preview(text))
     if len(text) <= PREVIEW_CHARS and "\n" not in text and "\r" not in text:
         return shown
     cap = min(FULL_TEXT_CAP, budget[0])
     budget[0] -= min(len(text), cap)
-    body = _esc(text[:cap])
+    body = escape(text[:cap])
     if len(text) > cap:
-        body += _esc(f"\n……（还有 {len(text) - cap} 个字符没有嵌入这张表，全文在 messages[{pos}] 里）")
+        body += escape(f"\n……（还有 {len(text) - cap} 个字符没有嵌入这张表，全文在 messages[{pos}] 里）")
     return f'<details><summary style="cursor:pointer">{shown}</summary><pre {_PRE}>{body}</pre></details>'
 
 
@@ -159,14 +133,14 @@ def _calls_cell(pos: int, pairing: _Pairing, budget: list[int]) -> str:
         answers = pairing.answer_pos.get(cid)
         status = _hint(f"→ 由第 {'、'.join(map(str, answers))} 行回应") if answers else _warn("⚠ 未回应")
         parts.append(f'<div style="margin:1px 0">{_chip(cid, pairing)} <b style="font-family:monospace">'
-                     f"{_esc(name)}</b>({_cell(args, pos, budget, code=True)}) {status}</div>")
+                     f"{escape(name)}</b>({_cell(args, pos, budget, code=True)}) {status}</div>")
     return "".join(parts)
 
 
 def _id_cell(row: dict, pairing: _Pairing) -> str:
-    if row.get("role") != "tool":
-        return _chip(str(row.get("tool_call_id") or ""), pairing) if "tool_call_id" in row else ""
     cid = str(row.get("tool_call_id") or "")
+    if row.get("role") != "tool":
+        return _chip(cid, pairing) if "tool_call_id" in row else ""
     if not cid:
         return _warn("⚠ 缺少 tool_call_id")
     if cid in pairing.call_pos:
@@ -174,26 +148,19 @@ def _id_cell(row: dict, pairing: _Pairing) -> str:
     return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}"
 
 
-def _role_counts(rows: list[dict]) -> dict[str, int]:
-    counts: dict[str, int] = {role: 0 for role in ROLE_COLORS}
-    for role in (str(row.get("role", "")) for row in rows):
-        counts[role] = counts.get(role, 0) + 1
-    return {role: n for role, n in counts.items() if n}
-
-
 def messages_html(messages, title: str | None = None) -> str:
     """整张表的 HTML（只用行内样式，不用脚本）。"""
     rows = _rows(messages)
     pairing = _Pairing(rows)
     legend = " ".join(f'<span style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border:1px solid #d0d7de;'
-                      f'border-radius:4px;padding:0 6px;white-space:nowrap">{_esc(role or "（无 role）")} {n}</span>'
-                      for role, n in _role_counts(rows).items())
-    head = (f"<b>{_esc(title)}</b> · " if title else "") + f"共 {len(rows)} 条消息 {legend}"
+                      f'border-radius:4px;padding:0 6px;white-space:nowrap">{escape(role or "（无 role）")} {n}</span>'
+                      for role, n in Counter(str(row.get("role", "")) for row in rows).items())
+    head = (f"<b>{escape(title)}</b> · " if title else "") + f"共 {len(rows)} 条消息 {legend}"
     if pairing.color:
         head += " " + _hint("同色小标签 = 同一个 tool_call_id")
     out = ['<div class="messages-view" style="font-size:13px;color:#1f2328;line-height:1.45;max-width:100%">',
            f'<div style="margin:2px 0 4px">{head}</div>']
-    out += [f'<div style="color:{_WARN};font-weight:600;margin:2px 0">{_esc(line)}</div>'
+    out += [f'<div style="color:{_WARN};font-weight:600;margin:2px 0">{escape(line)}</div>'
             for line in pairing.problems()]
     out.append('<div style="max-height:420px;overflow:auto;border:1px solid #d0d7de;border-radius:6px;'
                'background:#fff"><table style="border-collapse:collapse;width:100%;margin:0;font-size:12.5px;'
@@ -207,7 +174,7 @@ def messages_html(messages, title: str | None = None) -> str:
         role = str(row.get("role", ""))
         calls = _calls_cell(pos, pairing, budget)
         body.append(f'<tr style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border-bottom:1px solid #e3e6ea">'
-                    f'<td {_TD}><span style="color:#57606a">{pos}</span></td><td {_TD}><b>{_esc(role)}</b></td>'
+                    f'<td {_TD}><span style="color:#57606a">{pos}</span></td><td {_TD}><b>{escape(role)}</b></td>'
                     f"<td {_TD}>{_cell(text_of(row.get('content')), pos, budget)}</td><td {_TD}>{calls}</td>"
                     f"<td {_TD}>{_id_cell(row, pairing)}</td></tr>")
     out += reversed(body)
@@ -215,55 +182,34 @@ def messages_html(messages, title: str | None = None) -> str:
     return "".join(out)
 
 
-def messages_text(messages, title: str | None = None, head: int = 10, tail: int = 30) -> str:
-    """纯文本版本（控制台、保存下来的 text/plain）：计数、问题提示，再每条消息一行；很多时只列头尾。"""
+def messages_text(messages, title: str | None = None, last: int = 30) -> str:
+    """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 条的角色，再是问题提示。"""
     rows = _rows(messages)
-    pairing = _Pairing(rows)
-    counts = " · ".join(f"{role or '（无 role）'} {n}" for role, n in _role_counts(rows).items())
-    lines = [(f"{title} · " if title else "") + f"共 {len(rows)} 条消息" + (f"（{counts}）" if counts else "")]
-    lines += pairing.problems() if rows else ["（还没有消息）"]
-    for pos, row in enumerate(rows):
-        if head <= pos < len(rows) - tail:
-            if pos == head:
-                lines.append(f"…（省略 {len(rows) - head - tail} 行）…")
-            continue
-        calls = " ; ".join(f"{name}({_preview(args, 30)}) [{cid}]" for cid, name, args in pairing.calls[pos])
-        cells = [f"{pos:>3}", f"{row.get('role', '')!s:<9}", _preview(text_of(row.get("content")), 40),
-                 _preview(calls, 60), str(row.get("tool_call_id") or "")]
-        lines.append("  ".join(c for c in cells if c).rstrip())
-    return "\n".join(lines)
+    roles = ("… → " if len(rows) > last else "") + " → ".join(str(r.get("role", "")) for r in rows[-last:])
+    head = (f"{title} · " if title else "") + f"共 {len(rows)} 条消息" + (f"：{roles}" if rows else "（还没有消息）")
+    return "\n".join([head, *_Pairing(rows).problems()])
 
 
-def _execution_count() -> int | None:
-    """当前 IPython shell 的执行序号；不在 IPython 里是 None。"""
+def _execution_count() -> int | None:  # 不在 IPython 里是 None
     return InteractiveShell.instance().execution_count if InteractiveShell.initialized() else None
 
 
 class MessagesView:
-    """一张活的消息表：`update()` 原地刷新它，但只在显示它的那一格运行期间。
-
-    它保存的是列表的引用，循环往 `messages` 里追加后调用 `view.update()` 就能看到此刻的样子。
-    每张表是它那一格的快照：后面的格子再 `update()`，会在那一格显示一张新表，前面那张保持原样。
-    """
+    """一张活的消息表。它保存列表的引用：循环往 `messages` 里追加后 `view.update()` 就能看到此刻的样子。
+    每张表是它那一格的快照：在显示它的那一格里原地刷新，在后面的格子里 `update()` 会另起一张，前面那张保持原样。"""
 
     def __init__(self, messages=None, title: str | None = None):
         self.messages = messages if messages is not None else []
         self.title = title
-        self._handle = None
-        self._shown_in = None  # 在第几次执行里显示的
+        self._handle = self._shown_in = self.display_id = None  # 显示句柄、在第几次执行里显示的、它的 display_id
 
     def html(self) -> str:
         return messages_html(self.messages, self.title)
 
-    def _repr_html_(self) -> str:
-        return self.html()
+    _repr_html_ = html
 
     def __repr__(self) -> str:
         return messages_text(self.messages, self.title)
-
-    @property
-    def display_id(self) -> str | None:
-        return self._handle.display_id if self._handle is not None else None
 
     def show(self) -> None:
         """在当前位置显示一张新表；以后的 `update()` 刷新的是这一张。不在 IPython 里就打印文字版。"""
@@ -271,7 +217,7 @@ class MessagesView:
             print(repr(self))
             return
         self._handle = display({"text/html": self.html(), "text/plain": repr(self)}, raw=True, display_id=True)
-        self._shown_in = _execution_count()
+        self._shown_in, self.display_id = _execution_count(), self._handle.display_id
 
     def update(self, messages=None) -> None:
         """按列表此刻的内容重画：在显示它的那一格里原地替换，在后面的格子里另起一张。"""
