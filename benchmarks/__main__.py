@@ -1,8 +1,8 @@
 """`python -m benchmarks`：运行基准，打印结果表；可选地写进 docs/benchmarks.md。
 
-    python -m benchmarks                       # 全部四组，完整规模（约两三分钟）
+    python -m benchmarks                       # 全部五组，完整规模（约五分钟）
     python -m benchmarks --quick               # 小规模，冒烟用
-    python -m benchmarks --only runner,loop    # 只跑某几组：runner、loop、view、series
+    python -m benchmarks --only runner,loop    # 只跑某几组：runner、loop、view、series、grading
     python -m benchmarks --markdown docs/benchmarks.md   # 同时改写文档里的结果一节
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from .common import (Figure, format_machine, format_table, load_text, machine_info, markdown_machine,
                      markdown_table)
 
-GROUPS = ("runner", "loop", "view", "series")
+GROUPS = ("runner", "loop", "view", "series", "grading")
 START = "<!-- benchmarks:results:start -->"
 END = "<!-- benchmarks:results:end -->"
 

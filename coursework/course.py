@@ -6,38 +6,51 @@
 `notebooks/` 里是教师版（带参考答案和隐藏测试）。`release` 把它们交给 nbgrader 的
 generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试被删掉，结果放进 `--out`。
 
-`autograde` 读取 `SUBMISSIONS/<学号>/<笔记本>.ipynb`，在干净的环境里（强制假模型、没有密钥）
-执行并评分，写出：
+`autograde` 先整理 `SUBMISSIONS`（`coursework/collect.py`：nbgrader 的 collect 目录、压缩包、改了名的笔记本、
+丢了元数据或重复的测试格都认得），再逐个学生、逐本笔记本评分。nbgrader 和成绩库在外面；执行学生代码的内核在
+沙盒里（`coursework/sandbox.py`：没有网络、看不到老师的文件、只读的项目、每格之前拆掉学生装的钩子）。
+一本笔记本出了任何事（超时、内核退出、读不了），只影响它自己，并在状态一栏用中文写明原因。写出：
 
-- `grades.csv`：每个学生每本笔记本一行（学号、笔记本、得分、满分）；
-- `summary.csv`：每个学生一行，总分和各本笔记本的得分；
-- `feedback/<学号>/<笔记本>.html`：nbgrader 生成的逐题反馈；
-- `feedback/<学号>/<笔记本>.ipynb`：评分后的笔记本，和反馈用同一种方式处理。
+- `grades.csv`：每个学生一行，每道题一列，外加状态、原因、总分（UTF-8 带 BOM，表格软件直接打开）；
+- `notebooks.csv`：每个学生每本笔记本一行（得分、满分、状态、原因）；
+- `similar.csv`：答案相同或几乎相同的学生对；
+- `course/`：nbgrader 的课程目录，成绩库 `gradebook.db` 留着，formgrader 复核、手动改分、`nbgrader export` 都能用；
+- `feedback/<学号>/<笔记本>.html` 和 `.ipynb`：逐题反馈和评分后的笔记本，和反馈用同一种方式处理。
 
 `--feedback safe`（默认）时，反馈和评分后的笔记本里没有隐藏测试：代码换成一行占位注释，
 这些测试格只留下错误的类型和说明（断言里写的那句话），回溯和其他输出都去掉；每格得分照常显示。
 `--feedback full` 是 nbgrader 原本的反馈，隐藏测试和回溯全部可见。两种方式的成绩表完全一样。
 
-学生多时用 `--jobs` 并行：每个进程有自己的课程目录和成绩库，互不加锁，最后合并。
+学生多时用 `--jobs` 并行：几个评分进程共用一个课程目录，每评完一个学生就把结果记下来。
 """
 
 import argparse
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # 同一目录里的 sandbox、collect、report
+
+from harness_lib.safety.secrets import redact
 from harness_lib.ui.clients import learner_environment
 
 try:
     import nbformat
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+    from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
+    from nbgrader.preprocessors.base import NbGraderPreprocessor
     from traitlets import Unicode
 except ImportError as exc:
     raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
+
+import collect  # noqa: E402  （要先有上面的 sys.path）
+import report  # noqa: E402
+import sandbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # nbgrader 会按名字调用 alembic：把当前解释器所在的 bin/Scripts 目录放到 PATH 最前面，
@@ -66,7 +79,7 @@ class HideHiddenTests(ClearHiddenTests):
         for line in cell.source.split("\n"):
             if self.begin_test_delimeter in line:
                 if inside:
-                    raise RuntimeError("隐藏测试区不能嵌套")
+                    continue  # 区里又写了一次开始标记：还在区里
                 inside = removed = True
                 indent = line[: len(line) - len(line.lstrip())]
                 kept.append(indent + self.placeholder)
@@ -74,15 +87,16 @@ class HideHiddenTests(ClearHiddenTests):
                 inside = False
             elif not inside:
                 kept.append(line)
-        if inside:
-            raise RuntimeError("隐藏测试区没有结束标记")
-        cell.source = "\n".join(kept)
+        cell.source = "\n".join(kept)  # 没有结束标记：从开始标记往后全当隐藏测试，一行不留
         return removed
 
     def preprocess_cell(self, cell, resources, cell_index):
+        # 只看测试格：学生在自己的格子里写了这行标记（哪怕是注释），不关隐藏测试的事，也不能让批改停下
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+            return cell, resources
         had_hidden = self.begin_test_delimeter in cell.source
-        cell, resources = super().preprocess_cell(cell, resources, cell_index)
-        if had_hidden and cell.cell_type == "code":
+        if had_hidden and self._remove_hidden_test_region(cell):
             cell.outputs = [_message_only(o) for o in cell.outputs if o.output_type == "error"]
         return cell, resources
 
@@ -97,6 +111,75 @@ def _message_only(error):
     return error
 
 
+def _hidden_lines(notebooks) -> frozenset:
+    """隐藏测试里才有的代码行（去掉首尾空白、至少 12 个字符）：学生的输出里出现了就要删掉。"""
+    found = set()
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            inside, outside, hidden = False, [], []
+            for line in cell.source.splitlines():
+                if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
+                    inside = "BEGIN" in line
+                elif len(line.strip()) >= 12:
+                    (hidden if inside else outside).append(line.strip())
+            found.update(set(hidden) - set(outside))
+    return frozenset(found)
+
+
+OUTPUT_LIMIT = 20_000  # 反馈里每个输出最多保留的字符数：整本反馈因此不会大到几 MB
+TIMEOUT_NAMES = ("CellTimeoutError", "KeyboardInterrupt")
+
+
+class ScrubOutputs(NbGraderPreprocessor):
+    """反馈里学生能控制的文字（每一格的输出和回溯）：删掉含隐藏测试代码的行、抹掉密钥、截短过长的输出，
+    超时换成一句中文说明。两种反馈方式都做。"""
+
+    keep_hidden = False  # full 方式：隐藏测试本来就全部可见，只抹密钥、截短、说明超时
+
+    def preprocess(self, nb, resources):
+        self._hidden = frozenset() if self.keep_hidden else _hidden_lines(instructor_notebooks())
+        return super().preprocess(nb, resources)
+
+    def _clean(self, text: str) -> str:
+        lines = [line for line in text.split("\n") if not any(h in line for h in self._hidden)]
+        text = redact("\n".join(lines))
+        if len(text) > OUTPUT_LIMIT:
+            text = text[:OUTPUT_LIMIT] + f"\n……（输出太长，反馈里只保留了前 {OUTPUT_LIMIT} 个字符）"
+        return text
+
+    def preprocess_cell(self, cell, resources, index):
+        for out in cell.get("outputs", []):
+            if out.output_type == "error" and out.ename in TIMEOUT_NAMES:
+                out.ename, out.evalue = "超时", "这一格运行太久，被评分程序停下了（常见原因：死循环、等待输入、sleep 太久）"
+                out.traceback = [f"{out.ename}：{out.evalue}"]
+            elif out.output_type == "error":
+                out.evalue = self._clean(out.evalue)
+                out.traceback = [self._clean(line) for line in out.traceback][-20:]
+            elif out.output_type == "stream":
+                out.text = self._clean(out.text)
+            for mime, value in list(out.get("data", {}).items()):
+                if isinstance(value, str):
+                    out.data[mime] = self._clean(value)
+        return cell, resources
+
+
+class StderrIsNotFailure(NbGraderPreprocessor):
+    """测试格里的标准错误输出（调试用的 print(..., file=sys.stderr)、警告）不算没通过：
+    nbgrader 见到 stderr 就给 0 分，这里在记分之前把它换成普通输出，前面注明来自标准错误。"""
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            for out in cell.get("outputs", []):
+                if out.output_type == "stream" and out.name == "stderr":
+                    out.name, out.text = "stdout", "（标准错误，不影响得分）" + out.text
+        return cell, resources
+
+
+class ScrubFullOutputs(ScrubOutputs):
+    keep_hidden = True
+
+
 def _clean_env():
     """评分时的环境：假模型、没有任何密钥或端点设置。"""
     env = learner_environment()
@@ -104,29 +187,39 @@ def _clean_env():
     return env
 
 
-def _config(course: Path, timeout: int, feedback: str = "safe"):
+def _config(course: Path, timeout: int, feedback: str = "safe", manager=None, notebook: str = "*"):
     from traitlets.config import Config
 
     c = Config()
     c.CourseDirectory.root = str(course)
     c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
     c.CourseDirectory.course_id = ASSIGNMENT
+    c.CourseDirectory.notebook_id = notebook
     c.Execute.timeout = timeout
     c.Execute.allow_errors = True
     c.Execute.interrupt_on_timeout = True
+    if manager is not None:  # 学生的代码在评分内核里跑（沙盒里，或者老师明确选择的不用沙盒）
+        from nbgrader.converters.autograde import Autograde
+
+        steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
+        at = steps.index(Execute)
+        steps[at:at + 1] = [sandbox.execute_with(manager), StderrIsNotFailure]
+        c.Autograde.autograde_preprocessors = steps
     if feedback == "safe":
-        # nbgrader 生成反馈的预处理器链，在读成绩之后、套网页模板之前藏起隐藏测试
-        c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
-    elif feedback != "full":
+        # nbgrader 生成反馈的预处理器链，在读成绩之后、套网页模板之前藏起隐藏测试、清理学生输出
+        c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, ScrubOutputs, CSSHTMLHeaderPreprocessor]
+    elif feedback == "full":
+        c.GenerateFeedback.preprocessors = [GetGrades, ScrubFullOutputs, CSSHTMLHeaderPreprocessor]
+    else:
         raise ValueError(f"feedback 只能是 {FEEDBACK_MODES} 之一，不是 {feedback!r}")
     return c
 
 
-def _api(course: Path, timeout: int = 120, feedback: str = "safe"):
+def _api(course: Path, timeout: int = 120, feedback: str = "safe", manager=None, notebook: str = "*"):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    config = _config(course, timeout, feedback)
+    config = _config(course, timeout, feedback, manager, notebook)
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -165,125 +258,184 @@ def release(out: Path, notebooks=None) -> list:
     return written
 
 
-def _student_ids(submissions: Path):
-    ids = sorted(p.name for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not ids:
-        raise SystemExit(f"{submissions} 里没有学生文件夹（应为 SUBMISSIONS/<学号>/<笔记本>.ipynb）")
-    return ids
-
-
-def _grade_group(submissions: Path, students, workdir: Path, timeout: int, feedback: str = "safe"):
-    """在一个独立的课程目录里给一组学生评分，返回成绩行。
-
-    反馈写在 workdir/feedback/<学号>/ 下：nbgrader 生成的网页，加上评分后的笔记本。
-    """
-    from nbgrader.api import MissingEntry
-
-    notebooks = instructor_notebooks()
-    api = _prepare_course(workdir, notebooks, timeout, feedback)
-    rows = []
-    for sid in students:
-        target = workdir / "submitted" / sid / ASSIGNMENT
-        target.mkdir(parents=True, exist_ok=True)
-        for nb in (submissions / sid).glob("*.ipynb"):
-            shutil.copy2(nb, target / nb.name)
-        result = api.autograde(ASSIGNMENT, sid, force=True, create=True)
-        if not result.get("success"):
-            sys.stderr.write(f"[{sid}] 自动评分出错：\n{result.get('error', '')}\n")
-        result = api.generate_feedback(ASSIGNMENT, sid, force=True)
-        if not result.get("success"):
-            sys.stderr.write(f"[{sid}] 生成反馈出错：\n{result.get('error', '')}\n")
-        _write_graded_notebooks(workdir, sid, feedback)
-        with api.gradebook as gb:
-            for nb in notebooks:
-                name = nb.stem
-                max_score = gb.find_notebook(name, ASSIGNMENT).max_score
-                try:
-                    score = gb.find_submission_notebook(name, ASSIGNMENT, sid).score
-                except MissingEntry:
-                    score = 0.0
-                rows.append({"student": sid, "notebook": name,
-                             "score": float(score), "max_score": float(max_score)})
-    return rows
-
-
-def _write_graded_notebooks(workdir: Path, sid: str, feedback: str):
-    """把评分后的笔记本放到反馈网页旁边；safe 方式下先用和网页相同的预处理器藏起隐藏测试。"""
-    dest = workdir / "feedback" / sid / ASSIGNMENT
-    for path in sorted((workdir / "autograded" / sid / ASSIGNMENT).glob("*.ipynb")):
+def _write_graded_notebooks(course: Path, sid: str, feedback: str):
+    """把评分后的笔记本放到反馈网页旁边，先用和网页相同的预处理器处理（safe 方式下藏起隐藏测试）。"""
+    dest = course / "feedback" / sid / ASSIGNMENT
+    for path in sorted((course / "autograded" / sid / ASSIGNMENT).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
         if feedback == "safe":
             nb, _ = HideHiddenTests().preprocess(nb, {})
+        nb, _ = (ScrubOutputs() if feedback == "safe" else ScrubFullOutputs()).preprocess(nb, {})
         dest.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, dest / path.name)
 
 
-def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, feedback: str = "safe"):
-    """给 submissions 里的全部学生评分，把成绩表和反馈写进 out。返回成绩行。
+def _notebook_status(result: dict, graded: Path) -> tuple[str, str]:
+    """一本笔记本评完之后的状态和中文原因：完成、超时、内核退出、出错。"""
+    if not result.get("success"):
+        text = (result.get("error") or "") + (result.get("log") or "")
+        if "DeadKernel" in text or "Kernel died" in text or "kernel died" in text:
+            return "内核退出", "运行中内核退出了（代码里调用了 os._exit、sys.exit，或者用光了内存）；这本笔记本没有分数"
+        last = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["（没有日志）"]
+        return "出错", f"评分程序没能处理这本笔记本：{redact(last[0])[:200]}"
+    if graded.exists():
+        errors = [o for c in nbformat.read(graded, as_version=4).cells for o in c.get("outputs", [])
+                  if o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES]
+        if errors:
+            return "超时", f"有 {len(errors)} 格运行超时，被停下了（这几格按没通过算）"
+    return "完成", ""
+
+
+def _grade_students(course: Path, results: Path, timeout: int, feedback: str, unsandboxed: bool,
+                    hide: list, students: list) -> None:
+    """在一个评分进程里依次给 students 评分：每本笔记本单独评，每评完一个学生就往 results 里追加一行 JSON。"""
+    if unsandboxed:
+        manager = type("Plain", (sandbox.PlainKernelManager,), {"env": _clean_env()})
+    else:
+        manager = type("Sandboxed", (sandbox.SandboxKernelManager,), {"hide": tuple(hide)})
+    stems = [nb.stem for nb in instructor_notebooks()]
+    for sid in students:
+        statuses = {}
+        for stem in stems:
+            if not (course / "submitted" / sid / ASSIGNMENT / f"{stem}.ipynb").exists():
+                statuses[stem] = ("缺少", "没有交这本笔记本")
+                continue
+            try:
+                result = _api(course, timeout, feedback, manager, stem).autograde(ASSIGNMENT, sid, force=True,
+                                                                                   create=True)
+            except Exception as exc:  # noqa: BLE001  一本笔记本的任何问题都不能停下整批
+                result = {"success": False, "error": f"{type(exc).__name__}: {exc}"}
+            graded = course / "autograded" / sid / ASSIGNMENT / f"{stem}.ipynb"
+            statuses[stem] = _notebook_status(result, graded)
+        try:
+            _api(course, timeout, feedback).generate_feedback(ASSIGNMENT, sid, force=True)
+            _write_graded_notebooks(course, sid, feedback)
+        except Exception as exc:  # noqa: BLE001
+            statuses["反馈"] = ("出错", f"没能生成反馈：{type(exc).__name__}")
+        with results.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"student": sid, "notebooks": statuses}, ensure_ascii=False) + "\n")
+
+
+def _scores(course: Path, sid: str, exercise_list) -> dict:
+    """成绩库里这个学生每道题的得分（在沙盒外面读）。"""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for stem, grade_id, _ in exercise_list:
+            try:
+                scores[grade_id] = float(gb.find_grade(grade_id, stem, ASSIGNMENT, sid).score or 0)
+            except MissingEntry:
+                scores[grade_id] = 0.0
+    return scores
+
+
+def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, feedback: str = "safe",
+              *, unsandboxed: bool = False, due=None):
+    """给 submissions 里的全部学生评分，把成绩表、课程目录和反馈写进 out。返回每个学生一行的成绩。
 
     feedback 是 "safe"（默认，反馈里没有隐藏测试）或 "full"（nbgrader 原样的反馈）；成绩表与它无关。
+    没有沙盒可用时拒绝评分，除非 unsandboxed=True（学生的代码就会以你的权限运行）。
     """
     if feedback not in FEEDBACK_MODES:
         raise ValueError(f"feedback 只能是 {FEEDBACK_MODES} 之一，不是 {feedback!r}")
-    students = _student_ids(submissions)
-    jobs = max(1, min(jobs, len(students)))
-    groups = [students[i::jobs] for i in range(jobs)]
+    reason = sandbox.available()
+    if reason and not unsandboxed:
+        raise SystemExit(f"不能在沙盒里评分：{reason}。学生的代码会以你的身份运行、读到你的文件；"
+                         "确实要这样评，加上 --unsandboxed。")
+    if reason:
+        sys.stderr.write(f"警告：不用沙盒评分（{reason}）。学生的代码以你的身份运行。\n")
+    submissions, out = submissions.resolve(), out.resolve()
+    notebooks = instructor_notebooks()
+    exercise_list = report.exercises(notebooks)
+    course = out / "course"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="grading-") as tmp:
         tmp = Path(tmp)
-        if jobs == 1:
-            rows = _grade_group(submissions, groups[0], tmp / "g0", timeout, feedback)
-        else:
-            procs = []
-            for i, group in enumerate(groups):
-                rows_file = tmp / f"rows{i}.csv"
-                cmd = [sys.executable, __file__, "_group", str(submissions), str(tmp / f"g{i}"),
-                       str(rows_file), str(timeout), feedback, *group]
-                procs.append((subprocess.Popen(cmd, env=_clean_env()), rows_file))
-            rows = []
-            for proc, rows_file in procs:
-                if proc.wait() != 0:
-                    raise SystemExit("有一个评分进程失败了（日志见上）")
-                with rows_file.open(encoding="utf-8") as f:
-                    rows += [dict(r, score=float(r["score"]), max_score=float(r["max_score"]))
-                             for r in csv.DictReader(f)]
-        # 先清掉这次评分的学生以前的反馈：上一次用 full 写出的文件不能留在要发回的文件夹里
-        for sid in students:
-            shutil.rmtree(out / "feedback" / sid, ignore_errors=True)
-        for folder in tmp.glob("g*/feedback/*/" + ASSIGNMENT):
-            shutil.copytree(folder, out / "feedback" / folder.parent.name, dirs_exist_ok=True)
-    rows.sort(key=lambda r: (r["student"], r["notebook"]))
-    _write_tables(rows, out)
+        subs = collect.collect(submissions, notebooks, tmp / "clean", due=due)
+        if not subs:
+            raise SystemExit(f"{submissions} 里没有找到任何学生的作业")
+        if not (course / "gradebook.db").exists():
+            _prepare_course(course, notebooks, timeout, feedback)
+        for sub in subs:
+            target = course / "submitted" / sub.student / ASSIGNMENT
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            for stem, path in sub.notebooks.items():
+                shutil.copy2(path, target / f"{stem}.ipynb")
+            if sub.submitted_at is not None:
+                (target / "timestamp.txt").write_text(sub.submitted_at.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+        ids = [sub.student for sub in subs]
+        jobs = max(1, min(jobs, len(ids)))
+        procs = []
+        for i in range(jobs):
+            results = tmp / f"results{i}.jsonl"
+            results.touch()
+            cmd = [sys.executable, __file__, "_group", str(course), str(results), str(timeout), feedback,
+                   "1" if unsandboxed else "0", json.dumps([str(submissions), str(out)]), *ids[i::jobs]]
+            procs.append((subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.DEVNULL,
+                                           stderr=open(tmp / f"log{i}.txt", "w")), results))
+        statuses = {}
+        for proc, results in procs:
+            proc.wait()
+            for line in results.read_text(encoding="utf-8").splitlines():
+                entry = json.loads(line)
+                statuses[entry["student"]] = entry["notebooks"]
+    rows = []
+    for sub in subs:
+        notebook_status = statuses.get(sub.student) or {s: ("出错", "评分进程中断，没有评到这位学生")
+                                                        for s in (nb.stem for nb in notebooks)}
+        problems = {stem: why for stem, why in notebook_status.items() if why[0] != "完成"}
+        scores = _scores(course, sub.student, exercise_list)
+        rows.append({
+            "student": sub.student, "scores": scores, "notebooks": notebook_status,
+            "status": "完成" if not problems else "要看一下",
+            "reason": "；".join(f"{stem}：{why[1]}" for stem, why in problems.items() if why[0] != "缺少"),
+            "total": sum(scores.values()), "max_total": sum(p for _, _, p in exercise_list),
+            "late": sub.late, "missing": sub.missing,
+        })
+        shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)
+        graded = course / "feedback" / sub.student / ASSIGNMENT
+        if graded.exists():
+            shutil.copytree(graded, out / "feedback" / sub.student)
+    report.write_grades(rows, out, exercise_list)
+    _write_notebook_table(rows, exercise_list, out)
+    report.write_similarity(report.similar_submissions(subs), out)
+    _print_attention(rows, subs)
     return rows
 
 
-def _write_rows(rows, path: Path):
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", "notebook", "score", "max_score"])
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _write_tables(rows, out: Path):
-    _write_rows(rows, out / "grades.csv")
-    notebooks = sorted({r["notebook"] for r in rows})
-    by_student = {}
-    for r in rows:
-        by_student.setdefault(r["student"], {})[r["notebook"]] = r["score"]
-    total_max = sum({r["notebook"]: r["max_score"] for r in rows}.values())
-    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as f:
+def _write_notebook_table(rows, exercise_list, out: Path):
+    """notebooks.csv：每个学生每本笔记本一行。"""
+    with (out / "notebooks.csv").open("w", newline="", encoding="utf-8-sig") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "total", "max_total", *notebooks])
-        for sid, scores in sorted(by_student.items()):
-            writer.writerow([sid, sum(scores.values()), total_max, *(scores.get(n, 0.0) for n in notebooks)])
+        writer.writerow(["student", "notebook", "score", "max_score", "status", "reason"])
+        for row in rows:
+            for stem in dict.fromkeys(s for s, _, _ in exercise_list):
+                score = sum(row["scores"][g] for s, g, _ in exercise_list if s == stem)
+                points = sum(p for s, _, p in exercise_list if s == stem)
+                status, why = row["notebooks"].get(stem, ("完成", ""))
+                writer.writerow([row["student"], stem, score, points, status, why])
+
+
+def _print_attention(rows, subs):
+    """安静的日志：只列出要老师看一眼的学生。"""
+    notes = {sub.student: sub.notes for sub in subs}
+    for row in rows:
+        lines = [row["reason"]] if row["reason"] else []
+        lines += notes.get(row["student"], [])
+        if row["missing"]:
+            lines.append("缺少：" + "、".join(row["missing"]))
+        if lines:
+            print(f"[{row['student']}] " + "；".join(lines))
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "_group":  # 并行评分时的子进程入口
-        submissions, workdir, rows_file, timeout, feedback, *students = argv[1:]
-        rows = _grade_group(Path(submissions), students, Path(workdir), int(timeout), feedback)
-        _write_rows(rows, Path(rows_file))
+    if argv and argv[0] == "_group":  # 评分进程的入口
+        course, results, timeout, feedback, unsandboxed, hide, *students = argv[1:]
+        _grade_students(Path(course), Path(results), int(timeout), feedback, unsandboxed == "1",
+                        json.loads(hide), students)
         return 0
     parser = argparse.ArgumentParser(description="用 nbgrader 生成学生版、自动评分")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -297,6 +449,9 @@ def main(argv=None):
     p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
     p_grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p_grade.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
+    p_grade.add_argument("--due", help="截止时间（例如 2026-12-15T23:59+08:00）：之后交的在成绩表里标为迟交")
+    p_grade.add_argument("--unsandboxed", action="store_true",
+                         help="没有 bubblewrap 时也评分：学生的代码会以你的身份运行、读得到你的文件，只在信得过的作业上用")
     p_grade.add_argument(
         "--feedback", choices=FEEDBACK_MODES, default="safe",
         help="safe（默认）：反馈里没有隐藏测试的代码、输出和回溯，每格得分照常显示，"
@@ -311,8 +466,11 @@ def main(argv=None):
     os.environ.update(_clean_env())
     for key in [k for k in os.environ if k.startswith("OPENAI_")]:
         del os.environ[key]
+    from datetime import datetime
+
+    due = datetime.fromisoformat(args.due) if args.due else None
     rows = autograde(args.submissions.resolve(), args.out, jobs=args.jobs, timeout=args.timeout,
-                     feedback=args.feedback)
+                     feedback=args.feedback, unsandboxed=args.unsandboxed, due=due)
     print(f"已评分 {len({r['student'] for r in rows})} 名学生，成绩表：{args.out / 'grades.csv'}")
     if args.feedback == "full":
         sys.stderr.write(f"注意：{args.out / 'feedback'} 里有隐藏测试的全部代码，发回给学生就等于公开了这些测试。\n")

@@ -3,6 +3,7 @@
 import pathlib
 import re
 import subprocess
+import sys
 import time
 
 import pytest
@@ -103,3 +104,13 @@ def printed_base_url(proc, out_path, what, log_path=None, timeout=30):
         if match:
             return match.group(0)
         time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def release_dir(tmp_path_factory):
+    """学生版：`coursework/course.py release` 的真实输出（约 10 秒），几个测试文件共用一份，只读不改。"""
+    out = tmp_path_factory.mktemp("release")
+    subprocess.run([sys.executable, str(ROOT / "coursework" / "course.py"), "release", "--out", str(out)],
+                   check=True, capture_output=True)
+    assert sorted(p.name for p in out.glob("*.ipynb")) == sorted(p.name for p in notebook_paths())
+    return out
