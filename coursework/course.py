@@ -447,7 +447,8 @@ def main(argv=None):
                     "和 feedback/<学号>/（反馈网页与评分后的笔记本；默认的 safe 方式下可以整个文件夹发回给学生）。")
     p_grade.add_argument("submissions", type=Path)
     p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
-    p_grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p_grade.add_argument("--jobs", type=int, default=2 * (os.cpu_count() or 1),
+                         help="同时评分的进程数，默认每核两个：内核大半时间在等（启动、sleep），两个正好用满一核")
     p_grade.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
     p_grade.add_argument("--due", help="截止时间（例如 2026-12-15T23:59+08:00）：之后交的在成绩表里标为迟交")
     p_grade.add_argument("--unsandboxed", action="store_true",
