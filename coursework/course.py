@@ -442,9 +442,10 @@ def main(argv=None):
     p_rel = sub.add_parser("release", help="生成学生版（答案换成占位、删去隐藏测试）")
     p_rel.add_argument("--out", type=Path, default=ROOT / "release")
     p_grade = sub.add_parser(
-        "autograde", help="给 SUBMISSIONS/<学号>/*.ipynb 自动评分",
-        description="给 SUBMISSIONS/<学号>/*.ipynb 自动评分，写出 grades.csv、summary.csv "
-                    "和 feedback/<学号>/（反馈网页与评分后的笔记本；默认的 safe 方式下可以整个文件夹发回给学生）。")
+        "autograde", help="在沙盒里给 SUBMISSIONS 里的作业自动评分",
+        description="整理 SUBMISSIONS 里的作业（每人一个文件夹、nbgrader collect 目录、压缩包、平台整批下载都行），"
+                    "在 bubblewrap 沙盒里逐本评分，写出 grades.csv、notebooks.csv、similar.csv、course/（成绩库）"
+                    "和 feedback/<学号>/（默认的 safe 方式下可以整个文件夹发回给学生）。")
     p_grade.add_argument("submissions", type=Path)
     p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
     p_grade.add_argument("--jobs", type=int, default=2 * (os.cpu_count() or 1),
