@@ -114,3 +114,20 @@ def release_dir(tmp_path_factory):
                    check=True, capture_output=True)
     assert sorted(p.name for p in out.glob("*.ipynb")) == sorted(p.name for p in notebook_paths())
     return out
+
+
+@pytest.fixture(scope="session")
+def prepared_course(tmp_path_factory):
+    """一个准备好的 nbgrader 课程目录（成绩库里已有作业和全部测试格）。
+
+    `course.autograde` 见到 `<out>/course/gradebook.db` 已经存在就不再准备；几个测试把它复制过去，
+    省下每次约 5 秒的 generate_assignment。
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_for_tests", ROOT / "coursework" / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    path = tmp_path_factory.mktemp("prepared") / "course"
+    course._prepare_course(path, course.instructor_notebooks())
+    return path

@@ -153,7 +153,7 @@ def _points(path):
 
 
 @pytest.fixture(scope="module")
-def graded(release_dir, tmp_path_factory):
+def graded(release_dir, prepared_course, tmp_path_factory):
     subs = tmp_path_factory.mktemp("submitted")
     paths = notebook_paths()
     (subs / "teacher").mkdir()
@@ -174,6 +174,7 @@ def graded(release_dir, tmp_path_factory):
     _fill(subs / "partial" / last.name, last, last_solutions)
     expected[last.stem] = sum(_points(last).values())
     out = tmp_path_factory.mktemp("grades")
+    shutil.copytree(prepared_course, out / "course")
     rows = course.autograde(subs, out, jobs=2)
     return rows, out, expected
 
@@ -258,7 +259,7 @@ FAILED_LINE = 'assert last_reply(transcript) == "第一次回答", "content 为 
 
 
 @pytest.fixture(scope="module")
-def hidden_failure(release_dir, tmp_path_factory):
+def hidden_failure(release_dir, prepared_course, tmp_path_factory):
     """同一份作业各用两种反馈方式批改一次，返回 {方式: 输出目录}。"""
     instructor = ROOT / "notebooks" / f"{HIDDEN_FAILURE_NOTEBOOK}.ipynb"
     cell = next(c for c in _cells(instructor) if _nbg(c).get("grade_id") == FAILED_CELL)
@@ -280,6 +281,8 @@ def hidden_failure(release_dir, tmp_path_factory):
     (outs["safe"] / "feedback" / "s" / "old.html").write_text("BEGIN HIDDEN TESTS", encoding="utf-8")
     (outs["safe"] / "feedback" / "other").mkdir()
     (outs["safe"] / "feedback" / "other" / "kept.html").write_text("别人的反馈", encoding="utf-8")
+    for out in outs.values():
+        shutil.copytree(prepared_course, out / "course")
     course.autograde(subs, outs["safe"])  # 不传 feedback：默认方式
     course.autograde(subs, outs["full"], feedback="full")
     return outs

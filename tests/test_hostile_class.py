@@ -89,7 +89,7 @@ def _digest(*folders):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, release_dir):
+def graded(tmp_path_factory, release_dir, prepared_course):
     release = release_dir
     subs = tmp_path_factory.mktemp("subs")
     listener = _Listener()
@@ -159,6 +159,7 @@ def graded(tmp_path_factory, release_dir):
     watched = [ROOT / "notebooks", ROOT / "harness_lib", ROOT / "coursework", subs]
     before = _digest(*watched)
     out = tmp_path_factory.mktemp("grades")
+    shutil.copytree(prepared_course, out / "course")
     saved = dict(os.environ)
     os.environ.update(PLANTED)
     try:
