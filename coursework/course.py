@@ -26,6 +26,7 @@ generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试�
 
 import argparse
 import csv
+import functools
 import json
 import os
 import shutil
@@ -111,8 +112,11 @@ def _message_only(error):
     return error
 
 
-def _hidden_lines(notebooks) -> frozenset:
-    """隐藏测试里才有的代码行（去掉首尾空白、至少 12 个字符）：学生的输出里出现了就要删掉。"""
+@functools.lru_cache(maxsize=None)
+def _hidden_lines(notebooks: tuple) -> frozenset:
+    """隐藏测试里才有的代码行（去掉首尾空白、至少 12 个字符）：学生的输出里出现了就要删掉。
+
+    评分时每本反馈都要用它：同一组教师版笔记本只读一次。"""
     found = set()
     for path in notebooks:
         for cell in nbformat.read(path, as_version=4).cells:
@@ -137,7 +141,7 @@ class ScrubOutputs(NbGraderPreprocessor):
     keep_hidden = False  # full 方式：隐藏测试本来就全部可见，只抹密钥、截短、说明超时
 
     def preprocess(self, nb, resources):
-        self._hidden = frozenset() if self.keep_hidden else _hidden_lines(instructor_notebooks())
+        self._hidden = frozenset() if self.keep_hidden else _hidden_lines(tuple(instructor_notebooks()))
         return super().preprocess(nb, resources)
 
     def _clean(self, text: str) -> str:

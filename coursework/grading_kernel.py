@@ -105,8 +105,7 @@ class GradingKernel(IPythonKernel):
             del names[name]
         names.update(saved["builtins"])
         # 作业检查：丢掉内存里（可能被改过）的那一份，下次导入时从只读的磁盘上重新读
-        for name in [n for n in sys.modules if n == "harness_lib.safety.grading"]:
-            del sys.modules[name]
+        sys.modules.pop("harness_lib.safety.grading", None)
         package, contents, public = self._package
         sys.modules["harness_lib"] = package
         vars(package).clear()

@@ -178,6 +178,14 @@ class LabServer:
         self._log.close()
 
 
+def fresh_folder(path: Path) -> Path:
+    """清空并重建一个存放截图和日志的文件夹（每个浏览器测试模块一个）。"""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
 def launch_browser(playwright, user_data_dir: Path):
     """无头 Chromium，用一个全新的空用户目录。"""
     return playwright.chromium.launch_persistent_context(

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 
 import pytest
 
-from browser_helpers import CHROMIUM, LabServer, NotebookPage, launch_browser, screenshot_on_failure
+from browser_helpers import CHROMIUM, LabServer, NotebookPage, fresh_folder, launch_browser, screenshot_on_failure
 from conftest import NOTEBOOKS, ROOT
 
 pytestmark = pytest.mark.browser
@@ -50,10 +49,7 @@ LOCAL_PRESET = "本项目的本地端点"  # harness_lib.ui.clients 里 key 为 
 
 @pytest.fixture(scope="module")
 def artifacts():
-    if ARTIFACTS.exists():
-        shutil.rmtree(ARTIFACTS)
-    ARTIFACTS.mkdir(parents=True)
-    return ARTIFACTS
+    return fresh_folder(ARTIFACTS)
 
 
 def _server(tmp_path_factory, artifacts, name):

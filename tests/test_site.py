@@ -20,7 +20,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +27,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from browser_helpers import CHROMIUM, launch_browser
+from browser_helpers import CHROMIUM, fresh_folder, launch_browser
 from conftest import ROOT, notebook_paths
 
 pytestmark = pytest.mark.browser
@@ -101,10 +100,7 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def artifacts():
-    if ARTIFACTS.exists():
-        shutil.rmtree(ARTIFACTS)
-    ARTIFACTS.mkdir(parents=True)
-    return ARTIFACTS
+    return fresh_folder(ARTIFACTS)
 
 
 @pytest.fixture(scope="module")
