@@ -296,7 +296,7 @@ def _grade_students(course: Path, results: Path, timeout: int, feedback: str, un
     if unsandboxed:
         manager = type("Plain", (sandbox.PlainKernelManager,), {"env": _clean_env()})
     else:
-        manager = type("Sandboxed", (sandbox.SandboxKernelManager,), {"hide": tuple(hide)})
+        manager = type("Sandboxed", (sandbox.SandboxKernelManager,), {"hide": tuple(hide), "boxes": {}})
     stems = [nb.stem for nb in instructor_notebooks()]
     for sid in students:
         statuses = {}
@@ -311,6 +311,8 @@ def _grade_students(course: Path, results: Path, timeout: int, feedback: str, un
                 result = {"success": False, "error": f"{type(exc).__name__}: {exc}"}
             graded = course / "autograded" / sid / ASSIGNMENT / f"{stem}.ipynb"
             statuses[stem] = _notebook_status(result, graded)
+        if not unsandboxed:
+            manager.close_all()  # 这位学生的沙盒（和里面的一切）到此为止
         try:
             _api(course, timeout, feedback).generate_feedback(ASSIGNMENT, sid, force=True)
             _write_graded_notebooks(course, sid, feedback)

@@ -118,5 +118,9 @@ class GradingKernel(IPythonKernel):
         return await super().do_execute(*args, **kwargs)
 
 
-if __name__ == "__main__":
+def main():
     IPKernelApp.launch_instance(kernel_class=GradingKernel)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,23 +1,33 @@
 """评分沙盒：运行学生代码的内核放进 bubblewrap（bwrap）里，nbgrader 和成绩库留在外面。
 
 nbgrader 在沙盒外面读笔记本、改写测试格、记分、写反馈；只有执行学生代码的 Jupyter 内核在沙盒里。
-内核和 nbgrader 之间走 Unix 套接字（ZeroMQ 的 ipc 传输），所以沙盒可以完全没有网络。沙盒里：
+每个学生一个沙盒（`StudentSandbox`），里面跑着 `forkserver.serve`：它导入好评分内核和常用的包，
+每本笔记本 fork 出一个全新的内核（见 forkserver.py）。内核和 nbgrader 之间走 Unix 套接字
+（ZeroMQ 的 ipc 传输），套接字在沙盒自己的 /tmp 里，外面经 `/proc/<pid>/root/…` 连进去，
+所以沙盒可以完全没有网络，也没有一处可写的目录在宿主机的磁盘上。沙盒里：
 
-- 没有网络，看不到别的进程（自己的 PID 命名空间），内核一结束，里面的每个进程都跟着结束；
-- 整个文件系统只读；家目录、/tmp、项目目录、学生作业和输出目录都换成空的临时目录；
+- 没有网络，看不到别的进程（自己的 PID 命名空间），不能再建用户命名空间；沙盒一结束，里面的每个进程
+  都跟着结束，每本笔记本评完也会杀掉学生留下的进程；
+- 整个文件系统只读；家目录、项目目录、学生作业和输出目录都换成空的、只读的临时目录；
   只把 Python、虚拟环境、`harness_lib` 和评分内核（都只读）放回来；
-- 当前目录是这位学生文件的一份临时副本；环境变量只有评分需要的几个（假模型，没有任何密钥）；
-- 内存、单个文件大小、打开的文件数、/tmp 的大小都有上限。
+- 当前目录是这位学生文件的一份新副本（每本笔记本之前重新复制）；环境变量只有评分需要的几个；
+- 上限：每个进程的内存、单个文件大小、打开的文件数；整个沙盒的进程数（含线程）；
+  可写的地方只有当前目录和 /tmp，两处都是有大小上限的内存盘。
+
+进程数上限：普通用户用 `prlimit --nproc`（新的用户命名空间里只数沙盒自己的进程）；root 不受它约束，
+改用一个新建的 cgroup（pids.max），建不了时 `limits_note()` 说明。
 
 没有 bwrap 的系统（macOS、Windows、没有用户命名空间的容器）上 `available()` 说明原因；
 是否不用沙盒评分由调用者明确决定（course.py 的 `--unsandboxed`）。
 """
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -25,68 +35,176 @@ from nbgrader.preprocessors import Execute
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = Path(__file__).with_name("grading_kernel.py")
-MEMORY = 4 << 30  # 虚拟内存上限（字节）：pandas、openai 加上学生的代码都够用
+FORKSERVER = Path(__file__).with_name("forkserver.py")
+sys.path.insert(0, str(FORKSERVER.parent))
+import forkserver  # noqa: E402
+
+MEMORY = 4 << 30  # 每个进程的虚拟内存上限（字节）：pandas、openai 加上学生的代码都够用
 FILE_SIZE = 256 << 20  # 单个文件的上限
 TMP_SIZE = 512 << 20  # 沙盒里 /tmp 的大小
+CWD_SIZE = 256 << 20  # 当前目录（学生文件的副本）的大小
+PROCESSES = 256  # 整个沙盒的进程数上限（线程也算）：内核自己十来个，笔记本里的命令再用几十个
 HIDDEN = ["/home", "/root", "/tmp", "/var/tmp", "/run/user", "/mnt", "/media", "/srv"]
+START_TIMEOUT = 120  # 等沙盒里的工厂准备好（导入 pandas、openai……）最多多少秒
+
+
+def _cgroup_procs() -> Path | None:
+    """root 评分时进程数上限靠 cgroup 的 pids 控制器（root 不受 RLIMIT_NPROC 约束）：建一个新的 cgroup，
+    返回它的 cgroup.procs；建不了就返回 None。不是 root 时不需要（用 prlimit）。"""
+    if os.geteuid() != 0:
+        return None
+    v1 = Path("/sys/fs/cgroup/pids")
+    own = Path("/proc/self/cgroup").read_text() if Path("/proc/self/cgroup").exists() else ""
+    v2 = Path("/sys/fs/cgroup") if "0::/\n" in own + "\n" and not v1.is_dir() else None
+    for base in (v1 if v1.is_dir() else None, v2):
+        if base is None:
+            continue
+        group = base / f"harness-grading-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            group.mkdir()
+            (group / "pids.max").write_text(str(PROCESSES))
+            return group / "cgroup.procs"
+        except OSError:
+            shutil.rmtree(group, ignore_errors=True)
+    return None
+
+
+def limits_note() -> str | None:
+    """有哪一项上限这台机器上给不了，就返回一句中文说明。"""
+    if os.geteuid() == 0:
+        procs = _cgroup_procs()
+        if procs is None:
+            return "以 root 评分，又建不了 cgroup：沙盒里的进程数没有上限（用普通用户评分就有）"
+        procs.parent.rmdir()
+    return None
 
 
 def available() -> str | None:
     """能用 bwrap 时返回 None，否则返回一句中文原因。"""
     if not sys.platform.startswith("linux"):
         return f"这台机器是 {sys.platform}：bubblewrap 只在 Linux 上有"
-    if shutil.which("bwrap") is None:
-        return "没有找到 bwrap：Debian/Ubuntu 上 `sudo apt install bubblewrap`"
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                           capture_output=True, text=True)
+    for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux")):
+        if shutil.which(tool) is None:
+            return f"没有找到 {tool}：Debian/Ubuntu 上 `sudo apt install {package}`"
+    probe = subprocess.run(["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+                            "--ro-bind", "/", "/", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"bwrap 建不了命名空间（{probe.stderr.strip()[:200]}）：这台机器或容器可能关掉了非特权用户命名空间"
     return None
 
 
-def command(kernel_cmd, cwd: Path, run_dir: Path, hide=()) -> list[str]:
-    """在沙盒里运行 `kernel_cmd` 的完整命令行。`hide` 是还要藏起来的目录（学生作业、输出目录……）。"""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+def command(cwd: str, hide=(), info_fd=None) -> list[str]:
+    """一个学生的沙盒的完整命令行，`cwd` 是学生文件所在的目录（也是沙盒里的当前目录）。
+    `hide` 是还要藏起来的目录（学生作业、输出目录……）；`info_fd` 上 bwrap 会写出沙盒进程的 pid。"""
+    args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    emptied = []
     for path in [*HIDDEN, str(ROOT), *map(str, hide)]:
         if os.path.isdir(path):
             args += ["--size", str(TMP_SIZE), "--tmpfs", path] if path == "/tmp" else ["--tmpfs", path]
-    keep = {Path(sys.base_prefix), Path(sys.prefix), ROOT / "harness_lib", KERNEL.parent}
-    for path in sorted(keep):
+            emptied += [] if path == "/tmp" else [path]
+    for path in sorted({Path(sys.base_prefix), Path(sys.prefix), ROOT / "harness_lib", FORKSERVER.parent}):
         args += ["--ro-bind", str(path), str(path)]
-    scratch = run_dir / "cwd"
-    args += ["--bind", str(run_dir), str(run_dir), "--bind", str(scratch), str(cwd), "--chdir", str(cwd),
-             "--clearenv", "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
-             "--setenv", "HOME", str(cwd), "--setenv", "LANG", "C.UTF-8", "--setenv", "HARNESS_MODE", "fake",
-             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--"]
-    limits = ["prlimit", f"--as={MEMORY}", f"--fsize={FILE_SIZE}", "--nofile=1024", "--core=0", "--"]
-    return args + (limits if shutil.which("prlimit") else []) + list(kernel_cmd)
+    args += ["--dir", forkserver.CONTROL, "--ro-bind", cwd, forkserver.SOURCE,
+             "--size", str(CWD_SIZE), "--tmpfs", cwd]
+    for path in emptied:  # 藏起来的目录是空的，也不能写（不然就是不限大小的内存盘）
+        args += ["--remount-ro", path]
+    args += ["--chdir", cwd, "--clearenv", "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin",
+             "--setenv", "HOME", cwd, "--setenv", "LANG", "C.UTF-8", "--setenv", "HARNESS_MODE", "fake",
+             "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--",
+             "prlimit", f"--as={MEMORY}", f"--fsize={FILE_SIZE}", "--nofile=1024", "--core=0",
+             f"--nproc={PROCESSES}", "--"]
+    return args + [sys.executable, str(FORKSERVER), "serve", cwd]
+
+
+class StudentSandbox:
+    """一个学生的沙盒：bwrap 里跑着内核工厂。`root` 是从外面看沙盒根目录的路径（`/proc/<pid>/root`）。"""
+
+    def __init__(self, cwd: str, hide=()):
+        read, write = os.pipe()
+        self.cgroup = _cgroup_procs()
+        args = command(cwd, hide, info_fd=write)
+        if self.cgroup is not None:  # 先进 cgroup 再 exec bwrap：沙盒里的每个进程都在里面
+            args = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.cgroup), *args]
+        try:
+            self.proc = subprocess.Popen(args, pass_fds=[write], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL)
+        finally:
+            os.close(write)
+        with os.fdopen(read, "rb") as info:
+            data = b""
+            while chunk := info.read1(4096):
+                data += chunk
+                try:
+                    pid = json.loads(data)["child-pid"]
+                    break
+                except ValueError:
+                    continue
+            else:
+                self.proc.wait()
+                raise RuntimeError(f"评分沙盒没有启动（bwrap 退出码 {self.proc.returncode}）")
+        self.root = f"/proc/{pid}/root"
+        ready = f"{self.root}{forkserver.CONTROL}/{forkserver.SOCKET}"
+        deadline = time.monotonic() + START_TIMEOUT
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("评分沙盒里的内核工厂没有准备好（日志里有它的报错）")
+            time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.cgroup is not None:
+            for _ in range(100):  # PID 命名空间里的进程是异步退出的
+                try:
+                    self.cgroup.parent.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
 
 class SandboxKernelManager(AsyncKernelManager):
-    """启动评分内核：套上 `command(...)` 的沙盒，连接文件和套接字放在它自己的临时目录里。"""
+    """在学生的沙盒里启动评分内核：沙盒按当前目录（每个学生一个）建一次，之后每本笔记本只是 fork。"""
 
     hide: tuple = ()  # 由 course.py 按这次评分的作业和输出目录设置
+    boxes: dict = {}  # 当前目录 → StudentSandbox；course.py 每评完一个学生就关掉
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.run_dir = Path(tempfile.mkdtemp(prefix="kernel-"))
-        self.transport, self.ip = "ipc", str(self.run_dir / "zmq")
+        self.run_dir = Path(tempfile.mkdtemp(prefix="kernel-"))  # 只放连接文件
+        self.transport = "ipc"
         self.connection_file = str(self.run_dir / "kernel.json")
 
+    async def _async_pre_start_kernel(self, **kw):
+        cwd = str(kw.get("cwd") or os.getcwd())
+        box = self.boxes.get(cwd)
+        if box is None or not box.alive():
+            box = self.boxes[cwd] = StudentSandbox(cwd, self.hide)
+        self.box, self.ip = box, f"{box.root}{forkserver.CONTROL}/k"
+        return await super()._async_pre_start_kernel(**kw)
+
     def format_kernel_cmd(self, extra_arguments=None):
-        return [sys.executable, str(KERNEL), "-f", self.connection_file, *(extra_arguments or [])]
+        return [sys.executable, "-I", str(FORKSERVER), "launch", self.box.root, self.connection_file]
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
-        cwd = Path(kw.get("cwd") or os.getcwd())
-        shutil.copytree(cwd, self.run_dir / "cwd", dirs_exist_ok=True)  # 学生文件的一份临时副本
         kw["env"] = {}
-        await super()._async_launch_kernel(command(kernel_cmd, cwd, self.run_dir, self.hide), **kw)
+        await super()._async_launch_kernel(kernel_cmd, **kw)
 
     async def _async_cleanup_resources(self, restart=False):
         await super()._async_cleanup_resources(restart)
         if not restart:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    @classmethod
+    def close_all(cls) -> None:
+        for box in cls.boxes.values():
+            box.stop()
+        cls.boxes.clear()
 
 
 class PlainKernelManager(AsyncKernelManager):
