@@ -6,6 +6,7 @@ nbgrader 在沙盒外面读笔记本、改写测试格、记分、写反馈；�
 （ZeroMQ 的 ipc 传输），套接字在沙盒自己的 /tmp 里，外面经 `/proc/<pid>/root/…` 连进去，
 所以沙盒可以完全没有网络，也没有一处可写的目录在宿主机的磁盘上。沙盒里：
 
+- 没有任何特权（以 root 评分时 bwrap 默认会留下全部特权，这里明确丢掉），不能 umount 露出藏起来的目录；
 - 没有网络，看不到别的进程（自己的 PID 命名空间），不能再建用户命名空间；沙盒一结束，里面的每个进程
   都跟着结束，每本笔记本评完也会杀掉学生留下的进程；
 - 整个文件系统只读；家目录、项目目录、学生作业和输出目录都换成空的、只读的临时目录；
@@ -96,7 +97,8 @@ def available() -> str | None:
 def command(cwd: str, hide=(), info_fd=None) -> list[str]:
     """一个学生的沙盒的完整命令行，`cwd` 是学生文件所在的目录（也是沙盒里的当前目录）。
     `hide` 是还要藏起来的目录（学生作业、输出目录……）；`info_fd` 上 bwrap 会写出沙盒进程的 pid。"""
-    args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+    args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
+            "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--die-with-parent",
             "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     emptied = []
     for path in [*HIDDEN, str(ROOT), *map(str, hide)]:

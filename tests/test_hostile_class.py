@@ -30,9 +30,47 @@ if _NO_SANDBOX:
     pytest.skip(f"没有沙盒：{_NO_SANDBOX}", allow_module_level=True)
 
 NB = "00_setup"
+PEEK = """import os
+try:
+    open(f'/proc/{os.getppid()}/mem', 'rb').close()
+    print('SERVER memory opened')
+except OSError as e:
+    print('SERVER memory', type(e).__name__)
+import subprocess
+subprocess.run(['umount', '-l', %r], capture_output=True)
+print('TEACHER', os.path.exists(%r))"""
 MARK = f"hostile-{os.getpid()}"
 PLANTED = {"DASHSCOPE_API_KEY": "sk-planted-dash-7f3a9c21e8b04d6f", "HF_TOKEN": "hf_plantedTokenValue0123456789",
            "AWS_SECRET_ACCESS_KEY": "planted/aws/secret/KEY0123456789abcdef"}
+
+
+DISK = """import os
+def _fill(folder):
+    total = 0
+    for i in range(40):
+        try:
+            with open(os.path.join(folder, f'fill{i}.bin'), 'wb') as f:
+                for _ in range(64):
+                    f.write(b'x' * (1 << 20))
+                    f.flush()
+                    total += 1
+        except OSError:
+            break
+    for i in range(40):
+        try:
+            os.remove(os.path.join(folder, f'fill{i}.bin'))
+        except OSError:
+            pass
+    return total
+def _writable(folder):
+    try:
+        open(os.path.join(folder, 'planted.txt'), 'w').close()
+        return True
+    except OSError:
+        return False
+print('DISK', _fill('.'), _fill('/tmp'))
+print('WRITABLE', [d for d in ('/root', '/home', '/var/tmp', %r, %r, %r) if os.path.isdir(d) and _writable(d)])
+"""
 
 
 def _solutions(stem):
@@ -127,6 +165,13 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         # 捣乱，但答案是对的：照样满分
         "rmtree": (None, "import shutil\nshutil.rmtree('../../..', ignore_errors=True)", 3),
         "marker_comment": (None, "# 我的笔记：### BEGIN HIDDEN TESTS 是什么意思？", 3),
+        # 上限：进程数、磁盘（当前目录和 /tmp 是有大小的内存盘，别处都不能写）
+        "processes": (None, f"import subprocess\n_ps = []\ntry:\n    for _ in range(3000):\n"
+                            f"        _ps.append(subprocess.Popen(['sh', '-c', 'sleep 60 # {MARK}']))\n"
+                            "except OSError as e:\n    pass\nprint('PROCESSES', len(_ps))\n"
+                            "for _p in _ps:\n    _p.kill()", 3),
+        "peek": (None, PEEK % (str(ROOT), str(ROOT / "notebooks" / f"{NB}.ipynb")), 3),
+        "disk": (None, DISK % (str(ROOT), str(ROOT / "harness_lib"), ".."), 3),
         "stderr": ({ex1: s[ex1].replace("def count_roles(messages):",
                                         "import sys\n\ndef count_roles(messages):\n    print('调试', file=sys.stderr)"),
                     ex2: s[ex2]}, None, 3),
@@ -138,6 +183,11 @@ def graded(tmp_path_factory, release_dir, prepared_course):
     (subs / "exit").mkdir()
     nbformat.write(_student(release, NB, None, "import os\nos._exit(1)"), subs / "exit" / f"{NB}.ipynb")
     nbformat.write(_student(release, "01_model_only_proposes"), subs / "exit" / "01_model_only_proposes.ipynb")
+    # 改不了沙盒里的内核工厂（读不了它的内存），杀掉它也只毁掉自己这一本
+    (subs / "server").mkdir()
+    kill = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
+    nbformat.write(_student(release, NB, None, kill), subs / "server" / f"{NB}.ipynb")
+    nbformat.write(_student(release, "01_model_only_proposes"), subs / "server" / "01_model_only_proposes.ipynb")
     # 交得乱：改了名、删了元数据、测试格重复了一份、nbgrader collect 的目录结构
     (subs / "renamed").mkdir()
     nbformat.write(_student(release, NB), subs / "renamed" / f"{NB} (1).ipynb")
@@ -170,7 +220,7 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         os.environ.update(saved)
     listener.sock.close()
     expected = {sid: total for sid, (_, _, total) in cases.items()}
-    expected.update(exit=4, renamed=3, stripped=3, duplicated=3, collected=3)
+    expected.update(exit=4, server=4, renamed=3, stripped=3, duplicated=3, collected=3)
     return out, expected, listener, before == _digest(*watched)
 
 
@@ -208,6 +258,36 @@ def test_no_hidden_test_and_no_planted_secret_reaches_any_feedback(graded):
             assert line not in text and json.dumps(line, ensure_ascii=False)[1:-1] not in text, f"{path}：{line}"
         for value in PLANTED.values():
             assert value[:12] not in text, f"{path} 里有密钥"
+
+
+def _printed(out, sid, tag):
+    """学生的代码在 NB 里打印的一行 `tag …`（从成绩库旁边评分后的笔记本里读）。"""
+    nb = nbformat.read(out / "course" / "autograded" / sid / course.ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.startswith(tag + " "):
+                    return line[len(tag) + 1:]
+    raise AssertionError(f"{sid} 没有打印 {tag}")
+
+
+def test_the_sandbox_bounds_processes_and_disk(graded):
+    out = graded[0]
+    started = int(_printed(out, "processes", "PROCESSES"))
+    assert 100 < started < course.sandbox.PROCESSES, f"开了 {started} 个进程"
+    here, tmp = map(int, _printed(out, "disk", "DISK").split())
+    assert 0 < here <= course.sandbox.CWD_SIZE >> 20 and 0 < tmp <= course.sandbox.TMP_SIZE >> 20, (here, tmp)
+    assert _printed(out, "disk", "WRITABLE") == "[]", "藏起来的目录、项目或输出目录写得进去"
+
+
+def test_the_kernel_server_is_out_of_reach_and_killing_it_costs_only_that_notebook(graded):
+    out = graded[0]
+    assert _printed(out, "peek", "SERVER") == "memory PermissionError"
+    assert _printed(out, "peek", "TEACHER") == "False", "umount 之后看得到老师的笔记本"
+    with (out / "notebooks.csv").open(encoding="utf-8-sig") as f:
+        rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
+    assert rows["server", NB]["status"] == "内核退出"
+    assert rows["server", "01_model_only_proposes"]["status"] == "完成"
 
 
 def test_nothing_reached_the_network_and_no_file_changed(graded):
