@@ -145,8 +145,10 @@ class ScrubOutputs(NbGraderPreprocessor):
         return super().preprocess(nb, resources)
 
     def _clean(self, text: str) -> str:
-        lines = [line for line in text.split("\n") if not any(h in line for h in self._hidden)]
-        text = redact("\n".join(lines))
+        present = [h for h in self._hidden if h in text]  # 先在整段里找：大多数输出一行隐藏测试也没有
+        if present:
+            text = "\n".join(line for line in text.split("\n") if not any(h in line for h in present))
+        text = redact(text)
         if len(text) > OUTPUT_LIMIT:
             text = text[:OUTPUT_LIMIT] + f"\n……（输出太长，反馈里只保留了前 {OUTPUT_LIMIT} 个字符）"
         return text
@@ -351,6 +353,8 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
                          "确实要这样评，加上 --unsandboxed。")
     if reason:
         sys.stderr.write(f"警告：不用沙盒评分（{reason}）。学生的代码以你的身份运行。\n")
+    elif note := sandbox.limits_note():
+        sys.stderr.write(f"注意：{note}\n")
     submissions, out = submissions.resolve(), out.resolve()
     notebooks = instructor_notebooks()
     exercise_list = report.exercises(notebooks)
@@ -381,16 +385,61 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
                    "1" if unsandboxed else "0", json.dumps([str(submissions), str(out)]), *ids[i::jobs]]
             procs.append((subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.DEVNULL,
                                            stderr=open(tmp / f"log{i}.txt", "w")), results))
-        statuses = {}
-        for proc, results in procs:
-            proc.wait()
+        seen = {}  # 中途写成绩表时，已经读过分数的学生不再读一遍成绩库
+        statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,
+                                                                    cache=seen))
+    rows = _write_rows(subs, statuses, course, out, exercise_list)
+    _write_notebook_table(rows, exercise_list, out)
+    report.write_similarity(report.similar_submissions(subs), out)
+    _print_attention(rows, subs)
+    return rows
+
+
+PROGRESS_EVERY = 5  # 秒：评分时每隔这么久，把评完的学生写进 grades.csv
+
+
+def _collect_results(procs, progress) -> dict:
+    """等评分进程都结束；其间每有学生评完，就用目前的全部结果调用一次 progress（成绩表边评边写）。"""
+    statuses, seen = {}, 0
+    while True:
+        running = any(proc.poll() is None for proc, _ in procs)
+        for _, results in procs:
             for line in results.read_text(encoding="utf-8").splitlines():
                 entry = json.loads(line)
                 statuses[entry["student"]] = entry["notebooks"]
+        if len(statuses) > seen and running:
+            seen = len(statuses)
+            try:
+                progress(dict(statuses))
+            except Exception as exc:  # noqa: BLE001  中途写不成（成绩库正忙）就等下一次，最后总会写全
+                sys.stderr.write(f"（中途写成绩表没成功，稍后再写：{type(exc).__name__}）\n")
+        if not running:
+            return statuses
+        try:
+            next(proc for proc, _ in procs if proc.poll() is None).wait(timeout=PROGRESS_EVERY)
+        except (subprocess.TimeoutExpired, StopIteration):
+            pass
+
+
+def _write_rows(subs, statuses, course: Path, out: Path, exercise_list, *, cache=None) -> list:
+    """按目前的结果写 grades.csv、复制反馈，返回每个学生一行。
+
+    cache 是中途写的时候用的（学生 → 已经写好的一行）：那时还没评到的学生标为“评分中”。
+    最后一次（cache=None）每个学生都从成绩库重读。"""
+    final = cache is None
     rows = []
     for sub in subs:
-        notebook_status = statuses.get(sub.student) or {s: ("出错", "评分进程中断，没有评到这位学生")
-                                                        for s in (nb.stem for nb in notebooks)}
+        notebook_status = statuses.get(sub.student)
+        if not final and sub.student in cache:
+            rows.append(cache[sub.student])
+            continue
+        if notebook_status is None and not final:
+            rows.append({"student": sub.student, "status": "评分中", "reason": "", "scores": {},
+                         "late": sub.late, "missing": sub.missing, "notebooks": {}})
+            continue
+        if notebook_status is None:
+            notebook_status = {nb: ("出错", "评分进程中断，没有评到这位学生")
+                               for nb in dict.fromkeys(s for s, _, _ in exercise_list)}
         problems = {stem: why for stem, why in notebook_status.items() if why[0] != "完成"}
         scores = _scores(course, sub.student, exercise_list)
         rows.append({
@@ -400,14 +449,14 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
             "total": sum(scores.values()), "max_total": sum(p for _, _, p in exercise_list),
             "late": sub.late, "missing": sub.missing,
         })
-        shutil.rmtree(out / "feedback" / sub.student, ignore_errors=True)
+        if not final:
+            cache[sub.student] = rows[-1]
+        target = out / "feedback" / sub.student
         graded = course / "feedback" / sub.student / ASSIGNMENT
+        shutil.rmtree(target, ignore_errors=True)
         if graded.exists():
-            shutil.copytree(graded, out / "feedback" / sub.student)
+            shutil.copytree(graded, target)
     report.write_grades(rows, out, exercise_list)
-    _write_notebook_table(rows, exercise_list, out)
-    report.write_similarity(report.similar_submissions(subs), out)
-    _print_attention(rows, subs)
     return rows
 
 

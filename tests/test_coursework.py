@@ -6,6 +6,8 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
+import sys
 
 import nbformat
 
@@ -380,3 +382,29 @@ def test_hide_hidden_tests_keeps_code_around_each_region():
     (out,) = nb.cells[0].outputs
     assert out.traceback == ["\x1b[31mAssertionError\x1b[39m: （这条断言没有附说明）"]
     assert nb.cells[1].outputs == [printed]
+
+
+def test_grades_are_written_while_grading_goes(tmp_path, monkeypatch, prepared_course):
+    """成绩表边评边写：一个评分进程评完一个学生，另一个还在评，grades.csv 里就已经有前一个的一行。"""
+    monkeypatch.setattr(course, "PROGRESS_EVERY", 0.2)
+    files = [tmp_path / "fast.jsonl", tmp_path / "slow.jsonl"]
+    scripts = [f"import json, time; open({str(files[0])!r}, 'a').write(json.dumps({{'student': 'a', 'notebooks': {{}}}}) + '\\n')",
+               f"import json, time; time.sleep(3); open({str(files[1])!r}, 'a').write(json.dumps({{'student': 'b', 'notebooks': {{}}}}) + '\\n')"]
+    for f in files:
+        f.touch()
+    procs = [(subprocess.Popen([sys.executable, "-c", code]), f) for code, f in zip(scripts, files)]
+    out = tmp_path / "out"
+    shutil.copytree(prepared_course, out / "course")
+    subs = [course.collect.Submission(sid, {}, [], [], [], None, False) for sid in ("a", "b")]
+    exercise_list = course.report.exercises(course.instructor_notebooks())
+    seen_while_running = []
+
+    def progress(done):
+        course._write_rows(subs, done, out / "course", out, exercise_list, cache={})
+        with (out / "grades.csv").open(encoding="utf-8-sig") as f:
+            table = {r["学号"]: r["状态"] for r in csv.DictReader(f)}
+        seen_while_running.append((table, procs[1][0].poll() is None))
+
+    statuses = course._collect_results(procs, progress)
+    assert set(statuses) == {"a", "b"}
+    assert ({"a": "完成", "b": "评分中"}, True) in seen_while_running
