@@ -8,7 +8,8 @@ generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试�
 
 `autograde` 先整理 `SUBMISSIONS`（`coursework/collect.py`：nbgrader 的 collect 目录、压缩包、改了名的笔记本、
 丢了元数据或重复的测试格都认得），再逐个学生、逐本笔记本评分。nbgrader 和成绩库在外面；执行学生代码的内核在
-沙盒里（`coursework/sandbox.py`：没有网络、看不到老师的文件、只读的项目、每格之前拆掉学生装的钩子）。
+沙盒里（`coursework/sandbox.py`：每个学生一个，没有网络、看不到老师的文件、只读的项目、进程数和磁盘有上限；
+每本笔记本一个从沙盒里的内核工厂 fork 出来的新内核，`coursework/forkserver.py`；每格之前拆掉学生装的钩子）。
 一本笔记本出了任何事（超时、内核退出、读不了），只影响它自己，并在状态一栏用中文写明原因。写出：
 
 - `grades.csv`：每个学生一行，每道题一列，外加状态、原因、总分（UTF-8 带 BOM，表格软件直接打开）；
@@ -21,7 +22,8 @@ generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试�
 这些测试格只留下错误的类型和说明（断言里写的那句话），回溯和其他输出都去掉；每格得分照常显示。
 `--feedback full` 是 nbgrader 原本的反馈，隐藏测试和回溯全部可见。两种方式的成绩表完全一样。
 
-学生多时用 `--jobs` 并行：几个评分进程共用一个课程目录，每评完一个学生就把结果记下来。
+学生多时用 `--jobs` 并行：几个评分进程共用一个课程目录，每评完一个学生就把结果记下来，
+`grades.csv` 也随即改写（还没评到的学生写着“评分中”）。
 """
 
 import argparse
@@ -504,7 +506,7 @@ def main(argv=None):
     p_grade.add_argument("submissions", type=Path)
     p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
     p_grade.add_argument("--jobs", type=int, default=2 * (os.cpu_count() or 1),
-                         help="同时评分的进程数，默认每核两个：内核大半时间在等（启动、sleep），两个正好用满一核")
+                         help="同时评分的进程数，默认每核两个：笔记本里有 sleep 和超时演示要等，两个正好用满一核")
     p_grade.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
     p_grade.add_argument("--due", help="截止时间（例如 2026-12-15T23:59+08:00）：之后交的在成绩表里标为迟交")
     p_grade.add_argument("--unsandboxed", action="store_true",
