@@ -103,7 +103,7 @@ def _run_kernel(connection_file: str, cwd: str) -> None:
         os._exit(code)
 
 
-def _one_kernel(conn, request: dict, cwd: str, count: int) -> None:
+def _one_kernel(conn, request: dict, cwd: str, count: int, server) -> None:
     info = request.get("connection") or {}
     if request.get("cwd") != cwd or not str(info.get("ip", "")).startswith(CONTROL + "/"):
         _send(conn, error=f"请求不对：当前目录应当是 {cwd}，套接字应当在 {CONTROL} 里")
@@ -114,8 +114,9 @@ def _one_kernel(conn, request: dict, cwd: str, count: int) -> None:
     with open(connection_file, "w") as f:
         json.dump(info, f)
     pid = os.fork()
-    if pid == 0:
-        conn.close()
+    if pid == 0:  # 内核拿不到工厂的套接字：既不能冒充工厂，也不能替外面的 launch 说话
+        os.close(conn.fileno())
+        os.close(server.fileno())
         _run_kernel(connection_file, cwd)
     _send(conn, pid=pid)
     pidfd = os.pidfd_open(pid)
@@ -175,7 +176,7 @@ def serve(cwd: str) -> None:
         with conn:
             try:
                 request = json.loads(conn.makefile("rb").readline() or b"{}")
-                _one_kernel(conn, request, cwd, count)
+                _one_kernel(conn, request, cwd, count, server)
             except Exception as exc:  # noqa: BLE001  一个坏请求不能让工厂停下
                 try:
                     _send(conn, error=f"{type(exc).__name__}: {exc}")
