@@ -283,7 +283,8 @@ def _notebook_status(result: dict, graded: Path) -> tuple[str, str]:
     if not result.get("success"):
         text = (result.get("error") or "") + (result.get("log") or "")
         if "DeadKernel" in text or "Kernel died" in text or "kernel died" in text:
-            return "内核退出", "运行中内核退出了（代码里调用了 os._exit、sys.exit，或者用光了内存）；这本笔记本没有分数"
+            return "内核退出", ("运行中内核退出了（代码里调用了 os._exit、sys.exit，用光了内存，"
+                               "或者整本运行超过了 --timeout 的 5 倍）；这本笔记本没有分数")
         last = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["（没有日志）"]
         return "出错", f"评分程序没能处理这本笔记本：{redact(last[0])[:200]}"
     if graded.exists():
@@ -300,7 +301,8 @@ def _grade_students(course: Path, results: Path, timeout: int, feedback: str, un
     if unsandboxed:
         manager = type("Plain", (sandbox.PlainKernelManager,), {"env": _clean_env()})
     else:
-        manager = type("Sandboxed", (sandbox.SandboxKernelManager,), {"hide": tuple(hide), "boxes": {}})
+        manager = type("Sandboxed", (sandbox.SandboxKernelManager,),
+                       {"hide": tuple(hide), "boxes": {}, "notebook_limit": 5 * timeout})
     stems = [nb.stem for nb in instructor_notebooks()]
     for sid in students:
         statuses = {}
@@ -384,7 +386,7 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
             results = tmp / f"results{i}.jsonl"
             results.touch()
             cmd = [sys.executable, __file__, "_group", str(course), str(results), str(timeout), feedback,
-                   "1" if unsandboxed else "0", json.dumps([str(submissions), str(out)]), *ids[i::jobs]]
+                   "1" if unsandboxed else "0", json.dumps([str(submissions), str(out), tempfile.gettempdir()]), *ids[i::jobs]]
             procs.append((subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.DEVNULL,
                                            stderr=open(tmp / f"log{i}.txt", "w")), results))
         seen = {}  # 中途写成绩表时，已经读过分数的学生不再读一遍成绩库
@@ -407,7 +409,10 @@ def _collect_results(procs, progress) -> dict:
         running = any(proc.poll() is None for proc, _ in procs)
         for _, results in procs:
             for line in results.read_text(encoding="utf-8").splitlines():
-                entry = json.loads(line)
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # 评分进程正写到一半的一行：下次再读
+                    continue
                 statuses[entry["student"]] = entry["notebooks"]
         if len(statuses) > seen and running:
             seen = len(statuses)

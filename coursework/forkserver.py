@@ -118,12 +118,18 @@ def _one_kernel(conn, request: dict, cwd: str, count: int, server) -> None:
         os.close(conn.fileno())
         os.close(server.fileno())
         _run_kernel(connection_file, cwd)
-    _send(conn, pid=pid)
     pidfd = os.pidfd_open(pid)
     status, watched = None, [conn, pidfd]
+    deadline = time.monotonic() + float(request.get("limit") or 600)
     try:
+        _send(conn, pid=pid)
         while status is None:
-            ready, _, _ = select.select(watched, [], [])
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select(watched, [], [], wait)
+            if not ready:  # 整本笔记本超过了上限（比如吞掉了中断的死循环）：杀掉内核
+                os.killpg(pid, signal.SIGKILL)
+                deadline = None
+                continue
             if pidfd in ready:
                 status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
                 break
@@ -148,6 +154,9 @@ def _one_kernel(conn, request: dict, cwd: str, count: int, server) -> None:
         _clear(cwd)
         _clear("/tmp", keep=(CONTROL, SOURCE, cwd))
         _clear(CONTROL, keep=(f"{CONTROL}/{SOCKET}",))
+        _clear("/dev/shm")
+        if os.listdir(cwd) or os.listdir("/dev/shm"):  # 删不掉的（比如改成只读的目录）：这个沙盒不再用
+            os._exit(3)
     if status is not None:
         try:
             _send(conn, exit=status)
@@ -184,14 +193,14 @@ def serve(cwd: str) -> None:
                     pass
 
 
-def launch(root: str, connection_file: str) -> int:
+def launch(root: str, connection_file: str, limit: str = "600") -> int:
     """沙盒外：请工厂起一个内核，转发中断信号，内核结束时带着它的退出码结束。"""
     with open(connection_file) as f:
         connection = json.load(f)
     connection["ip"] = connection["ip"].removeprefix(root)  # 沙盒外经 /proc/<pid>/root 看到的路径，在沙盒里没有这个前缀
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(f"{root}{CONTROL}/{SOCKET}")
-    _send(conn, connection=connection, cwd=os.getcwd())
+    _send(conn, connection=connection, cwd=os.getcwd(), limit=float(limit))
     signal.signal(signal.SIGINT, lambda *_: conn.sendall(b"i"))
     signal.signal(signal.SIGTERM, lambda *_: conn.sendall(b"t"))
     replies = conn.makefile("rb")
@@ -209,4 +218,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2])
     else:
-        raise SystemExit(launch(sys.argv[2], sys.argv[3]))
+        raise SystemExit(launch(*sys.argv[2:]))

@@ -25,6 +25,7 @@ nbgrader 在沙盒外面读笔记本、改写测试格、记分、写反馈；�
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,10 @@ FILE_SIZE = 256 << 20  # 单个文件的上限
 TMP_SIZE = 512 << 20  # 沙盒里 /tmp 的大小
 CWD_SIZE = 256 << 20  # 当前目录（学生文件的副本）的大小
 PROCESSES = 256  # 整个沙盒的进程数上限（线程也算）：内核自己十来个，笔记本里的命令再用几十个
-HIDDEN = ["/home", "/root", "/tmp", "/var/tmp", "/run/user", "/mnt", "/media", "/srv"]
+# 换成空目录的地方：/run 和 /var 里有宿主机的 Unix 套接字（docker、D-Bus、数据库……），没有网络也连得上
+HIDDEN = ["/home", "/root", "/tmp", "/run", "/var", "/mnt", "/media", "/srv", "/etc/ssh", "/etc/ssl/private"]
+MASKED = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers"]  # 以 root 评分时沙盒能读 root 的文件：至少盖住这几个
+DEV_SHM_SIZE = 64 << 20
 START_TIMEOUT = 120  # 等沙盒里的工厂准备好（导入 pandas、openai……）最多多少秒
 
 
@@ -99,9 +103,13 @@ def command(cwd: str, hide=(), info_fd=None) -> list[str]:
     `hide` 是还要藏起来的目录（学生作业、输出目录……）；`info_fd` 上 bwrap 会写出沙盒进程的 pid。"""
     args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
             "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--die-with-parent",
-            "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    emptied = []
-    for path in [*HIDDEN, str(ROOT), *map(str, hide)]:
+            "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--size", str(DEV_SHM_SIZE),
+            "--tmpfs", "/dev/shm", "--proc", "/proc"]
+    emptied = ["/dev"]
+    for path in MASKED:
+        if os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    for path in dict.fromkeys([*HIDDEN, str(ROOT), *map(str, hide)]):
         if os.path.isdir(path):
             args += ["--size", str(TMP_SIZE), "--tmpfs", path] if path == "/tmp" else ["--tmpfs", path]
             emptied += [] if path == "/tmp" else [path]
@@ -131,6 +139,9 @@ class StudentSandbox:
         try:
             self.proc = subprocess.Popen(args, pass_fds=[write], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL)
+        except OSError:
+            self._remove_cgroup()
+            raise
         finally:
             os.close(write)
         with os.fdopen(read, "rb") as info:
@@ -144,6 +155,7 @@ class StudentSandbox:
                     continue
             else:
                 self.proc.wait()
+                self._remove_cgroup()
                 raise RuntimeError(f"评分沙盒没有启动（bwrap 退出码 {self.proc.returncode}）")
         self.root = f"/proc/{pid}/root"
         ready = f"{self.root}{forkserver.CONTROL}/{forkserver.SOCKET}"
@@ -157,10 +169,27 @@ class StudentSandbox:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def reusable(self) -> bool:
+        """下一本笔记本还能用这个沙盒吗：只剩 bwrap 的 1 号进程和（没有被暂停的）工厂，
+        控制目录和套接字是工厂建的那两样（不是学生换上的符号链接）。否则换一个新沙盒。"""
+        if not self.alive():
+            return False
+        try:
+            pids = {name for name in os.listdir(f"{self.root}/proc") if name.isdigit()}
+            state = Path(f"{self.root}/proc/2/stat").read_text().rsplit(")", 1)[1].split()[0]
+            control = os.lstat(f"{self.root}{forkserver.CONTROL}")
+            sock = os.lstat(f"{self.root}{forkserver.CONTROL}/{forkserver.SOCKET}")
+        except (OSError, IndexError):
+            return False
+        return pids == {"1", "2"} and state in ("R", "S", "D") and stat.S_ISDIR(control.st_mode) and stat.S_ISSOCK(sock.st_mode)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self._remove_cgroup()
+
+    def _remove_cgroup(self) -> None:
         if self.cgroup is not None:
             for _ in range(100):  # PID 命名空间里的进程是异步退出的
                 try:
@@ -174,6 +203,7 @@ class SandboxKernelManager(AsyncKernelManager):
     """在学生的沙盒里启动评分内核：沙盒按当前目录（每个学生一个）建一次，之后每本笔记本只是 fork。"""
 
     hide: tuple = ()  # 由 course.py 按这次评分的作业和输出目录设置
+    notebook_limit: int = 600  # 一本笔记本最多运行多少秒（吞掉中断的死循环也停得下）；course.py 按 --timeout 设置
     boxes: dict = {}  # 当前目录 → StudentSandbox；course.py 每评完一个学生就关掉
 
     def __init__(self, **kwargs):
@@ -185,13 +215,19 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         cwd = str(kw.get("cwd") or os.getcwd())
         box = self.boxes.get(cwd)
-        if box is None or not box.alive():
+        if box is None or not box.reusable():
+            if box is not None:
+                box.stop()
             box = self.boxes[cwd] = StudentSandbox(cwd, self.hide)
         self.box, self.ip = box, f"{box.root}{forkserver.CONTROL}/k"
         return await super()._async_pre_start_kernel(**kw)
 
     def format_kernel_cmd(self, extra_arguments=None):
-        return [sys.executable, "-I", str(FORKSERVER), "launch", self.box.root, self.connection_file]
+        return [sys.executable, "-I", str(FORKSERVER), "launch", self.box.root, self.connection_file,
+                str(self.notebook_limit)]
+
+    def cleanup_ipc_files(self):
+        """套接字在沙盒的 /tmp 里，随沙盒消失；不经 /proc/<pid>/root 去删（学生可能把那里换成了指向外面的链接）。"""
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         kw["env"] = {}

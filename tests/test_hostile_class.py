@@ -14,6 +14,8 @@ import socket
 import subprocess
 import threading
 
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -102,11 +104,12 @@ def _student(release, stem, answers=None, extra=None, edit=None):
 class _Listener:
     """沙盒外面的一个 TCP 服务：记下有没有人连进来（学生的代码试着往这里发请求）。"""
 
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+    def __init__(self, path=None):
+        """path：改成在这个路径上听的 Unix 套接字（宿主机 /run 里的 docker.sock、D-Bus 那样的）。"""
+        self.sock = socket.socket(socket.AF_UNIX) if path else socket.socket()
+        self.sock.bind(str(path) if path else ("127.0.0.1", 0))
         self.sock.listen()
-        self.port, self.connections = self.sock.getsockname()[1], 0
+        self.path, self.port, self.connections = path, (None if path else self.sock.getsockname()[1]), 0
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -132,6 +135,8 @@ def graded(tmp_path_factory, release_dir, prepared_course):
     release = release_dir
     subs = tmp_path_factory.mktemp("subs")
     listener = _Listener()
+    run = Path("/run") if os.access("/run", os.W_OK) else tmp_path_factory.mktemp("run")
+    unix = _Listener(run / f"hostile-{os.getpid()}.sock")
     s = _solutions(NB)
     ex1, ex2 = "00-ex1-solution", "00-ex2-solution"
     blank = {ex1: "raise NotImplementedError()", ex2: "raise NotImplementedError()"}
@@ -157,7 +162,12 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         "network": (blank, f"import os, socket\nos.environ.update(HARNESS_MODE='real', OPENAI_API_KEY='x', "
                            f"OPENAI_BASE_URL='http://127.0.0.1:{listener.port}/v1')\n"
                            f"try:\n    socket.create_connection(('127.0.0.1', {listener.port}), timeout=2)\n"
+                           "except OSError as e:\n    print('连不上', e)\n"
+                           f"try:\n    socket.socket(socket.AF_UNIX).connect({str(unix.sock.getsockname())!r})\n"
                            "except OSError as e:\n    print('连不上', e)", 0),
+        # 暂停内核工厂、留下进程，想让下一本落到自己手里：下一本换一个新沙盒，照常评分
+        "hijack": (None, f"import os, signal, subprocess\nsubprocess.Popen(['setsid', 'sh', '-c', 'sleep 60 # {MARK}'])\n"
+                         "os.kill(os.getppid(), signal.SIGSTOP)", 3),
         "env": (blank, "import os\nprint(dict(os.environ))", 0),
         "read_teacher": (blank, f"print(open({str(ROOT / 'notebooks' / (NB + '.ipynb'))!r}).read())", 0),
         "history_leak": ({ex1: "def count_roles(m):\n    raise AssertionError('\\n'.join(get_ipython().user_ns['In']))",
@@ -188,6 +198,7 @@ def graded(tmp_path_factory, release_dir, prepared_course):
     kill = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
     nbformat.write(_student(release, NB, None, kill), subs / "server" / f"{NB}.ipynb")
     nbformat.write(_student(release, "01_model_only_proposes"), subs / "server" / "01_model_only_proposes.ipynb")
+    nbformat.write(_student(release, "01_model_only_proposes"), subs / "hijack" / "01_model_only_proposes.ipynb")
     # 交得乱：改了名、删了元数据、测试格重复了一份、nbgrader collect 的目录结构
     (subs / "renamed").mkdir()
     nbformat.write(_student(release, NB), subs / "renamed" / f"{NB} (1).ipynb")
@@ -219,9 +230,11 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         os.environ.clear()
         os.environ.update(saved)
     listener.sock.close()
+    unix.sock.close()
+    unix.path.unlink(missing_ok=True)
     expected = {sid: total for sid, (_, _, total) in cases.items()}
-    expected.update(exit=4, server=4, renamed=3, stripped=3, duplicated=3, collected=3)
-    return out, expected, listener, before == _digest(*watched)
+    expected.update(exit=4, server=4, hijack=7, renamed=3, stripped=3, duplicated=3, collected=3)
+    return out, expected, (listener, unix), before == _digest(*watched)
 
 
 def _table(out):
@@ -288,11 +301,12 @@ def test_the_kernel_server_is_out_of_reach_and_killing_it_costs_only_that_notebo
         rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
     assert rows["server", NB]["status"] == "内核退出"
     assert rows["server", "01_model_only_proposes"]["status"] == "完成"
+    assert rows["hijack", "01_model_only_proposes"]["status"] == "完成", "暂停了内核工厂，下一本就评不了"
 
 
 def test_nothing_reached_the_network_and_no_file_changed(graded):
     _, _, listener, unchanged = graded
-    assert listener.connections == 0, "沙盒里的代码连上了外面的服务"
+    assert [one.connections for one in listener] == [0, 0], "沙盒里的代码连上了外面的服务（TCP、Unix 套接字）"
     assert unchanged, "项目、老师的文件或学生的作业在评分后变了"
 
 
