@@ -191,9 +191,11 @@ class StudentSandbox:
 
     def _remove_cgroup(self) -> None:
         if self.cgroup is not None:
-            for _ in range(100):  # PID 命名空间里的进程是异步退出的
+            for _ in range(500):  # PID 命名空间里的进程是异步退出的，机器忙时要好几秒
                 try:
                     self.cgroup.parent.rmdir()
+                    break
+                except FileNotFoundError:
                     break
                 except OSError:
                     time.sleep(0.02)
