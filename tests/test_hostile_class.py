@@ -276,18 +276,18 @@ def test_no_hidden_test_and_no_planted_secret_reaches_any_feedback(graded):
 def _printed(out, sid, tag):
     """学生的代码在 NB 里打印的一行 `tag …`（从成绩库旁边评分后的笔记本里读）。"""
     nb = nbformat.read(out / "course" / "autograded" / sid / course.ASSIGNMENT / f"{NB}.ipynb", as_version=4)
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            for line in output.get("text", "").splitlines():
-                if line.startswith(tag + " "):
-                    return line[len(tag) + 1:]
+    for cell in nb.cells:  # 一次 print 可能分成几段输出（机器忙、进程数到了上限时），先接起来
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+        for line in text.splitlines():
+            if line.startswith(tag + " "):
+                return line[len(tag) + 1:]
     raise AssertionError(f"{sid} 没有打印 {tag}")
 
 
 def test_the_sandbox_bounds_processes_and_disk(graded):
     out = graded[0]
     started = int(_printed(out, "processes", "PROCESSES"))
-    assert 100 < started < course.sandbox.PROCESSES, f"开了 {started} 个进程"
+    assert 50 < started < course.sandbox.PROCESSES, f"开了 {started} 个进程"  # 每个 sh 下面还有一个 sleep
     here, tmp = map(int, _printed(out, "disk", "DISK").split())
     assert 0 < here <= course.sandbox.CWD_SIZE >> 20 and 0 < tmp <= course.sandbox.TMP_SIZE >> 20, (here, tmp)
     assert _printed(out, "disk", "WRITABLE") == "[]", "藏起来的目录、项目或输出目录写得进去"
