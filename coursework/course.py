@@ -389,10 +389,10 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
                    "1" if unsandboxed else "0", json.dumps([str(submissions), str(out), tempfile.gettempdir()]), *ids[i::jobs]]
             procs.append((subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.DEVNULL,
                                            stderr=open(tmp / f"log{i}.txt", "w")), results))
-        seen = {}  # 中途写成绩表时，已经读过分数的学生不再读一遍成绩库
+        written = {}  # 学生 → 成绩表里的一行：评完就定了，边评边写和最后一次都不再重读成绩库
         statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,
-                                                                    cache=seen))
-    rows = _write_rows(subs, statuses, course, out, exercise_list)
+                                                                    cache=written))
+    rows = _write_rows(subs, statuses, course, out, exercise_list, cache=written, final=True)
     _write_notebook_table(rows, exercise_list, out)
     report.write_similarity(report.similar_submissions(subs), out)
     _print_attention(rows, subs)
@@ -428,43 +428,44 @@ def _collect_results(procs, progress) -> dict:
             pass
 
 
-def _write_rows(subs, statuses, course: Path, out: Path, exercise_list, *, cache=None) -> list:
-    """按目前的结果写 grades.csv、复制反馈，返回每个学生一行。
+def _write_rows(subs, statuses, course: Path, out: Path, exercise_list, cache: dict, *, final=False) -> list:
+    """按目前的结果写 grades.csv，返回每个学生一行。
 
-    cache 是中途写的时候用的（学生 → 已经写好的一行）：那时还没评到的学生标为“评分中”。
-    最后一次（cache=None）每个学生都从成绩库重读。"""
-    final = cache is None
+    一个学生的结果一记下，他的分数和反馈就不会再变：读一次成绩库、复制一次反馈，这一行存进 cache。
+    还没评到的学生，中途写时标为“评分中”，最后一次（final）标为出错。"""
     rows = []
     for sub in subs:
-        notebook_status = statuses.get(sub.student)
-        if not final and sub.student in cache:
-            rows.append(cache[sub.student])
-            continue
-        if notebook_status is None and not final:
-            rows.append({"student": sub.student, "status": "评分中", "reason": "", "scores": {},
-                         "late": sub.late, "missing": sub.missing, "notebooks": {}})
-            continue
-        if notebook_status is None:
-            notebook_status = {nb: ("出错", "评分进程中断，没有评到这位学生")
-                               for nb in dict.fromkeys(s for s, _, _ in exercise_list)}
-        problems = {stem: why for stem, why in notebook_status.items() if why[0] != "完成"}
-        scores = _scores(course, sub.student, exercise_list)
-        rows.append({
-            "student": sub.student, "scores": scores, "notebooks": notebook_status,
-            "status": "完成" if not problems else "要看一下",
-            "reason": "；".join(f"{stem}：{why[1]}" for stem, why in problems.items() if why[0] != "缺少"),
-            "total": sum(scores.values()), "max_total": sum(p for _, _, p in exercise_list),
-            "late": sub.late, "missing": sub.missing,
-        })
-        if not final:
-            cache[sub.student] = rows[-1]
-        target = out / "feedback" / sub.student
-        graded = course / "feedback" / sub.student / ASSIGNMENT
-        shutil.rmtree(target, ignore_errors=True)
-        if graded.exists():
-            shutil.copytree(graded, target)
+        if sub.student not in cache:
+            notebook_status = statuses.get(sub.student)
+            if notebook_status is None and not final:
+                rows.append({"student": sub.student, "status": "评分中", "reason": "", "scores": {},
+                             "late": sub.late, "missing": sub.missing, "notebooks": {}})
+                continue
+            if notebook_status is None:
+                notebook_status = {nb: ("出错", "评分进程中断，没有评到这位学生")
+                                   for nb in dict.fromkeys(s for s, _, _ in exercise_list)}
+            cache[sub.student] = _graded_row(sub, notebook_status, course, out, exercise_list)
+        rows.append(cache[sub.student])
     report.write_grades(rows, out, exercise_list)
     return rows
+
+
+def _graded_row(sub, notebook_status: dict, course: Path, out: Path, exercise_list) -> dict:
+    """一个评完的学生在成绩表里的一行（分数在沙盒外面从成绩库读），顺便把他的反馈复制到 out/feedback/。"""
+    problems = {stem: why for stem, why in notebook_status.items() if why[0] != "完成"}
+    scores = _scores(course, sub.student, exercise_list)
+    target = out / "feedback" / sub.student
+    graded = course / "feedback" / sub.student / ASSIGNMENT
+    shutil.rmtree(target, ignore_errors=True)
+    if graded.exists():
+        shutil.copytree(graded, target)
+    return {
+        "student": sub.student, "scores": scores, "notebooks": notebook_status,
+        "status": "完成" if not problems else "要看一下",
+        "reason": "；".join(f"{stem}：{why[1]}" for stem, why in problems.items() if why[0] != "缺少"),
+        "total": sum(scores.values()), "max_total": sum(p for _, _, p in exercise_list),
+        "late": sub.late, "missing": sub.missing,
+    }
 
 
 def _write_notebook_table(rows, exercise_list, out: Path):

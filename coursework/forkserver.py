@@ -82,9 +82,7 @@ def _run_kernel(connection_file: str, cwd: str) -> None:
     """fork 出来的子进程：成为一个普通的评分内核。"""
     code = 1
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # 工厂忽略 SIGINT；内核要靠它中断一格
         os.setsid()
         _set_dumpable(True)
         os.chdir(cwd)

@@ -58,20 +58,21 @@ def _cgroup_procs() -> Path | None:
     返回它的 cgroup.procs；建不了就返回 None。不是 root 时不需要（用 prlimit）。"""
     if os.geteuid() != 0:
         return None
-    v1 = Path("/sys/fs/cgroup/pids")
     own = Path("/proc/self/cgroup").read_text() if Path("/proc/self/cgroup").exists() else ""
-    v2 = Path("/sys/fs/cgroup") if "0::/\n" in own + "\n" and not v1.is_dir() else None
-    for base in (v1 if v1.is_dir() else None, v2):
-        if base is None:
-            continue
-        group = base / f"harness-grading-{os.getpid()}-{time.monotonic_ns()}"
-        try:
-            group.mkdir()
-            (group / "pids.max").write_text(str(PROCESSES))
-            return group / "cgroup.procs"
-        except OSError:
-            shutil.rmtree(group, ignore_errors=True)
-    return None
+    if Path("/sys/fs/cgroup/pids").is_dir():  # cgroup v1
+        base = Path("/sys/fs/cgroup/pids")
+    elif "0::/\n" in own + "\n":  # cgroup v2，而且在根 cgroup 里（别处要先在父 cgroup 里打开 pids 控制器）
+        base = Path("/sys/fs/cgroup")
+    else:
+        return None
+    group = base / f"harness-grading-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(PROCESSES))
+        return group / "cgroup.procs"
+    except OSError:
+        shutil.rmtree(group, ignore_errors=True)
+        return None
 
 
 def limits_note() -> str | None:
