@@ -16,10 +16,10 @@ from importlib import import_module
 # 公开的名字 → 定义它的模块（相对 harness_lib）
 _PUBLIC = {
     # 课程层（03–06、08 搭出来的）
-    **dict.fromkeys(["SYSTEM", "TOOLS", "HANDLERS", "BLOCKED_SNIPPETS", "NOT_EXECUTED", "ToolInputError",
-                     "ToolDenied", "parse_arguments", "bash_handler", "execute_tool_call", "layer_of",
+    **dict.fromkeys(["SYSTEM", "TOOLS", "HANDLERS", "BLOCKED_SNIPPETS", "ToolInputError", "ToolDenied",
+                     "ToolFailed", "Outcome", "failure", "parse_arguments", "bash_handler", "execute_tool_call",
                      "agent_loop", "check_transcript"], "lesson.loop"),
-    **dict.fromkeys(["ToolFailed", "ToolRegistry", "Workspace", "make_file_tools", "string_arg"], "lesson.tools"),
+    **dict.fromkeys(["ToolRegistry", "Workspace", "make_file_tools", "string_arg"], "lesson.tools"),
     "agent_loop_stream": "lesson.stream",
     # models：替身、线路与错误
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
@@ -35,7 +35,8 @@ _PUBLIC = {
                      "start_quirk_server"], "models.quirks"),
     **dict.fromkeys(["Recorder", "ReplayClient", "ReplayMismatchError", "load_calls"], "models.record"),
     # safety：执行、审批、作业检查
-    **dict.fromkeys(["BASH_TOOL", "run_bash", "demo_workspace", "list_py_command"], "safety.runner"),
+    **dict.fromkeys(["BASH_TOOL", "CommandResult", "run_bash", "run_command", "demo_workspace", "list_py_command"],
+                    "safety.runner"),
     **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.watch"),
     **dict.fromkeys(["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "Verdict", "check_allowlist"], "safety.allowlist"),
     **dict.fromkeys(["guard", "decide", "describe", "parse_answer", "policy_from_env"], "safety.approval"),

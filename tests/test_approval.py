@@ -69,6 +69,11 @@ def files(tmp_path):
     return make_file_tools(tmp_path).handlers
 
 
+def tool_text(tool_call, handlers, *rest):
+    """交给模型的那段文字（execute_tool_call 交回的 Outcome 的 content）。"""
+    return execute_tool_call(tool_call, handlers, *rest).content
+
+
 def answers(*replies):
     """按顺序给出答复的 ask 函数；记下每次被问到的说明。"""
     queue = list(replies)
@@ -189,9 +194,9 @@ def test_guard_asks_for_a_plain_openai_client(tmp_path, files, plain_client, pop
     ask = answers("n 不要建文件", "y")
     gated = guard(files, plain_client, ask=ask)
     assert isinstance(gated, Guarded) and gated is not files and gated.client is plain_client
-    assert execute_tool_call(bash_call("touch marker.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不要建文件"
+    assert tool_text(bash_call("touch marker.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不要建文件"
     assert not (tmp_path / "marker.txt").exists() and popen_count.started == 0
-    assert execute_tool_call(bash_call("touch marker.txt"), gated) == "(没有输出)"
+    assert tool_text(bash_call("touch marker.txt"), gated) == "(没有输出)"
     assert (tmp_path / "marker.txt").exists() and popen_count.started == 1
     assert ask.asked == ["touch marker.txt", "touch marker.txt"]
 
@@ -204,22 +209,22 @@ def test_guard_asks_once_the_fake_endpoint_is_closed(tmp_path, files):
     ask = answers("n 端点已经关了")
     gated = guard(files, client, ask=ask)
     assert isinstance(gated, Guarded)
-    assert execute_tool_call(bash_call("touch marker.txt"), gated).startswith(DENIED_PREFIX)
+    assert tool_text(bash_call("touch marker.txt"), gated).startswith(DENIED_PREFIX)
     assert ask.asked == ["touch marker.txt"] and not (tmp_path / "marker.txt").exists()
 
 
 def test_headless_untrusted_runs_only_the_read_only_allowlist(tmp_path, files, plain_client, capsys):
     gated = guard(files, plain_client)  # 没有 ask：用 ask_stdin，pytest 下没有终端，无人可问
-    assert "app.py" in execute_tool_call(bash_call("ls"), gated)
-    denied = execute_tool_call(bash_call("touch marker.txt"), gated)
+    assert "app.py" in tool_text(bash_call("ls"), gated)
+    denied = tool_text(bash_call("touch marker.txt"), gated)
     assert denied.startswith(DENIED_PREFIX) and "touch" in denied
     assert not (tmp_path / "marker.txt").exists()
     shown = capsys.readouterr().out
     assert "touch marker.txt" in shown and NOWHERE in shown and "无法询问" in shown  # 先给人看了说明
     # 只读的文件工具不审批，原样保留
     assert gated["read_file"] is files["read_file"] and gated["glob"] is files["glob"]
-    assert execute_tool_call(as_call("read_file", {"path": "app.py"}), gated) == "print('hi')\n"
-    assert execute_tool_call(as_call("glob", {"pattern": "*.py"}), gated) == "app.py"
+    assert tool_text(as_call("read_file", {"path": "app.py"}), gated) == "print('hi')\n"
+    assert tool_text(as_call("glob", {"pattern": "*.py"}), gated) == "app.py"
 
 
 def test_file_tools_are_denied_headless_for_untrusted_clients(tmp_path, files, plain_client):
@@ -231,13 +236,13 @@ def test_file_tools_are_denied_headless_for_untrusted_clients(tmp_path, files, p
         as_call("edit_file", {"path": "app.py", "old_string": "hi", "new_string": "bye"}),
     ]
     for call in calls:
-        text = execute_tool_call(call, gated)
+        text = tool_text(call, gated)
         assert text.startswith(DENIED_PREFIX) and "会改动文件" in text, text
     assert (tmp_path / "app.py").read_bytes() == before
     assert not (tmp_path / "new.py").exists()
     # 同样的调用，换成假模型：照常执行（说明上面的调用本身是能改文件的）
     trusted_table = guard(files, FakeClient())
-    assert execute_tool_call(calls[2], trusted_table).startswith("已修改")
+    assert tool_text(calls[2], trusted_table).startswith("已修改")
     assert (tmp_path / "app.py").read_bytes() == b"print('bye')\n"
 
 
@@ -246,9 +251,9 @@ def test_a_denied_command_never_starts_a_process(tmp_path, files, plain_client, 
     command = "python3 -c \"open('started.txt', 'w').close()\" || touch started.txt"
     for gated in (guard(files, plain_client), guard(files, plain_client, "deny"),
                   guard(files, plain_client, ask=answers("n 不行")), guard(files, None, "allowlist")):
-        assert execute_tool_call(bash_call(command), gated).startswith(DENIED_PREFIX)
+        assert tool_text(bash_call(command), gated).startswith(DENIED_PREFIX)
     assert popen_count.started == 0 and not (tmp_path / "started.txt").exists()
-    execute_tool_call(bash_call(command), guard(files, plain_client, ask=answers("y")))
+    tool_text(bash_call(command), guard(files, plain_client, ask=answers("y")))
     assert popen_count.started == 1 and (tmp_path / "started.txt").exists()
 
 
@@ -257,10 +262,10 @@ def test_what_the_person_is_shown(files, plain_client):
     ask = answers("n", "n", "n", "n")
     gated = guard(files, plain_client, ask=ask)
     long_old = "print('hi')" * 20
-    execute_tool_call(bash_call("rm -r data"), gated)
-    execute_tool_call(as_call("write_file", {"path": "notes/todo.txt", "content": "第一行\n第二行\n"}), gated)
-    execute_tool_call(as_call("edit_file", {"path": "app.py", "old_string": long_old, "new_string": "pass"}), gated)
-    execute_tool_call(as_call("edit_file", {"path": "app.py", "old_string": "hi", "new_string": "bye"}), gated)
+    tool_text(bash_call("rm -r data"), gated)
+    tool_text(as_call("write_file", {"path": "notes/todo.txt", "content": "第一行\n第二行\n"}), gated)
+    tool_text(as_call("edit_file", {"path": "app.py", "old_string": long_old, "new_string": "pass"}), gated)
+    tool_text(as_call("edit_file", {"path": "app.py", "old_string": "hi", "new_string": "bye"}), gated)
     bash, write, edit_long, edit = ask.asked
     assert bash == "rm -r data"
     assert "write_file" in write and "'notes/todo.txt'" in write and "8 个字符" in write
@@ -274,7 +279,7 @@ def test_a_misspelt_env_policy_denies_untrusted_clients_but_not_the_fake(monkeyp
     assert guard(files, FakeClient(), ask=nobody_may_ask) is files
     gated = guard(files, plain_client, ask=nobody_may_ask)
     assert isinstance(gated, Guarded) and gated.policy is None
-    text = execute_tool_call(bash_call("echo hi"), gated)
+    text = tool_text(bash_call("echo hi"), gated)
     assert text.startswith(DENIED_PREFIX) and "HARNESS_APPROVAL" in text
 
 
@@ -282,7 +287,7 @@ def test_env_policy_is_read_when_guard_is_called(monkeypatch, files, plain_clien
     monkeypatch.setenv("HARNESS_APPROVAL", "allow")
     gated = guard(files, plain_client, ask=nobody_may_ask)
     monkeypatch.setenv("HARNESS_APPROVAL", "deny")
-    assert execute_tool_call(bash_call("echo 放行"), gated).strip() == "放行"
+    assert tool_text(bash_call("echo 放行"), gated).strip() == "放行"
     assert gated.policy == "allow"
 
 
@@ -290,13 +295,13 @@ def test_memory_belongs_to_one_guarded_table(tmp_path, files, plain_client):
     ask = answers("a", "n 另一张表", "y")
     first = guard(files, plain_client, ask=ask)
     second = guard(files, plain_client, ask=ask)
-    assert execute_tool_call(bash_call("touch a.txt"), first) == "(没有输出)"
-    assert execute_tool_call(bash_call("touch a.txt"), first) == "(没有输出)"  # 记住了：不问
+    assert tool_text(bash_call("touch a.txt"), first) == "(没有输出)"
+    assert tool_text(bash_call("touch a.txt"), first) == "(没有输出)"  # 记住了：不问
     assert first.always_allowed() == {"touch a.txt"} and second.always_allowed() == frozenset()
-    assert execute_tool_call(bash_call("touch a.txt"), second).endswith("另一张表")
+    assert tool_text(bash_call("touch a.txt"), second).endswith("另一张表")
     first.forget()
     assert first.always_allowed() == frozenset()
-    execute_tool_call(bash_call("touch a.txt"), first)  # 忘了：又问
+    tool_text(bash_call("touch a.txt"), first)  # 忘了：又问
     assert ask.asked == ["touch a.txt"] * 3
 
 
@@ -304,9 +309,9 @@ def test_always_allow_remembers_exact_arguments(tmp_path, files, plain_client):
     ask = answers("a", "n 内容不一样")
     gated = guard(files, plain_client, ask=ask)
     write = {"path": "a.txt", "content": "一"}
-    assert execute_tool_call(as_call("write_file", write), gated).startswith("已写入")
-    assert execute_tool_call(as_call("write_file", write), gated).startswith("已写入")
-    other = execute_tool_call(as_call("write_file", {"path": "a.txt", "content": "二"}), gated)
+    assert tool_text(as_call("write_file", write), gated).startswith("已写入")
+    assert tool_text(as_call("write_file", write), gated).startswith("已写入")
+    other = tool_text(as_call("write_file", {"path": "a.txt", "content": "二"}), gated)
     assert other.endswith("内容不一样") and (tmp_path / "a.txt").read_text(encoding="utf-8") == "一"
     assert len(ask.asked) == 2
 
@@ -325,7 +330,7 @@ def test_unknown_tools_are_gated_and_read_only_tools_are_not(plain_client):
     gated = guard(handlers, plain_client)
     assert gated["read_file"] is read_file
     assert gated["deploy"].__wrapped__ is deploy and gated["bash"].__wrapped__ is HANDLERS["bash"]
-    text = execute_tool_call(as_call("deploy", {"target": "prod"}), gated)
+    text = tool_text(as_call("deploy", {"target": "prod"}), gated)
     assert text.startswith(DENIED_PREFIX) and "deploy" in text and ran == []
     assert "deploy（先审批）" in repr(gated) and "read_file（" not in repr(gated)
 
@@ -342,7 +347,7 @@ def test_bad_arguments_are_not_run_without_approval(tmp_path, plain_client):
     bad = as_call("bash", {"cmd": "touch x.txt"})
     # execute_tool_call 在调用（包好的）处理函数之前按工具定义校验参数（04）：不问人，也不执行
     for policy in (None, "allow", "deny"):
-        text = execute_tool_call(bad, guard(HANDLERS, plain_client, policy, ask=lambda text: "y"))
+        text = tool_text(bad, guard(HANDLERS, plain_client, policy, ask=lambda text: "y"))
         assert text.startswith("错误（调用解析失败）：缺少必填参数 command"), text
     assert not (tmp_path / "x.txt").exists()
 
@@ -392,7 +397,7 @@ def test_agent_loop_guards_a_replay_and_asks_only_once(tmp_path):
 def test_gate_is_guard_without_a_client(tmp_path):
     gated = guard(HANDLERS, None, "ask", ask=answers("n 不要建文件"))
     assert isinstance(gated, Guarded) and gated.client is None
-    text = execute_tool_call(bash_call("touch marker.txt"), gated)
+    text = tool_text(bash_call("touch marker.txt"), gated)
     assert text == "错误（执行授权失败）：用户拒绝执行：不要建文件"
     assert not (tmp_path / "marker.txt").exists()
     assert HANDLERS["bash"]({"command": "echo 原样"}).strip() == "原样"  # 原来的分发表没有变
@@ -400,7 +405,7 @@ def test_gate_is_guard_without_a_client(tmp_path):
 
 def test_gate_with_the_handler_blacklist_still_in_place():
     gated = guard(HANDLERS, None, "allow")
-    assert execute_tool_call(bash_call("sudo ls"), gated).startswith("错误（执行授权失败）：命令里有被禁止的片段")
+    assert tool_text(bash_call("sudo ls"), gated).startswith("错误（执行授权失败）：命令里有被禁止的片段")
 
 
 def _scripted():
@@ -558,7 +563,7 @@ def test_ask_stdin_uses_input_when_available(monkeypatch, capsys, tmp_path, plai
     prompts = []
     monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "n 不行")
     gated = guard(HANDLERS, plain_client)
-    assert execute_tool_call(bash_call("rm a.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不行"
+    assert tool_text(bash_call("rm a.txt"), gated) == DENIED_PREFIX + "用户拒绝执行：不行"
     assert prompts == [approval.PROMPT]
     out = capsys.readouterr().out
     assert "rm a.txt" in out and NOWHERE in out and "不可信" in out  # 先把命令和客户端打印出来
@@ -606,7 +611,7 @@ def test_env_policies_for_an_untrusted_client(monkeypatch, tmp_path, plain_clien
             monkeypatch.setenv("HARNESS_APPROVAL", policy)
         (tmp_path / "a.txt").write_text("x")
         assert decide("ls").allowed is ls_ok and decide("rm a.txt").allowed is rm_ok, policy
-        text = execute_tool_call(bash_call("rm a.txt"), guard(HANDLERS, plain_client))
+        text = tool_text(bash_call("rm a.txt"), guard(HANDLERS, plain_client))
         assert text.startswith(DENIED_PREFIX) is not rm_ok, policy
         assert (tmp_path / "a.txt").exists() is not rm_ok, policy
     assert "HARNESS_APPROVAL" in decide("ls").reason  # 最后一个是写错的 alow：理由里说明可选的值
@@ -616,8 +621,8 @@ def test_allowlist_policy_never_asks(plain_client, files):
     gated = guard(files, plain_client, "allowlist", ask=nobody_may_ask)
     assert not decide("touch a.txt", policy="allowlist", ask=nobody_may_ask).allowed
     assert decide("ls", policy="allowlist", ask=nobody_may_ask).allowed
-    assert "app.py" in execute_tool_call(bash_call("ls"), gated)
-    assert execute_tool_call(as_call("write_file", {"path": "b.txt", "content": ""}), gated).startswith(DENIED_PREFIX)
+    assert "app.py" in tool_text(bash_call("ls"), gated)
+    assert tool_text(as_call("write_file", {"path": "b.txt", "content": ""}), gated).startswith(DENIED_PREFIX)
 
 
 def test_auto_runs_read_only_commands_of_an_untrusted_client_without_asking(tmp_path):

@@ -158,7 +158,7 @@ def test_timeout_returns_partial_output():
     out = run_bash("echo start; sleep 30", timeout=1)
     assert time.monotonic() - start < 3
     assert out.startswith("start\n")
-    assert out.endswith("[超时：命令运行超过 1 秒，已终止整个进程树]")
+    assert out.endswith("[超时：命令运行超过 1 秒，已结束它的进程组和仍占着输出的进程]")
 
 
 @linux_only

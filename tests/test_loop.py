@@ -14,6 +14,7 @@ from harness_lib import (
     text_reply,
     scripted_call,
     tool_reply,
+    Outcome,
     ToolInputError,
 )
 
@@ -23,16 +24,17 @@ def _tool_messages(messages):
 
 
 def test_default_fake_model_lists_the_python_files(workspace):
-    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
-    answer = agent_loop(messages, client=FakeClient(), model="fake-agent-1")
+    messages, outcomes = [{"role": "user", "content": "列出当前目录中的 Python 文件"}], {}
+    answer = agent_loop(messages, client=FakeClient(), model="fake-agent-1", outcomes=outcomes)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert [o.layer for o in outcomes.values()] == ["成功"] and list(outcomes) == [messages[2]["tool_call_id"]]
     assert messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"]
     # 工具消息里是真实命令的输出：demo_workspace 里确实有的 .py 文件
     real = sorted(p.name for p in workspace.glob("*.py"))
     for name in real:
         assert name in messages[2]["content"]
         assert name in answer
-    assert all(check_transcript(messages).values())
+    assert all(check_transcript(messages, outcomes).values())
 
 
 def test_loop_grows_the_same_list_and_calls_on_turn(workspace):
@@ -135,14 +137,17 @@ def test_check_transcript_flags_missing_halves():
         {"role": "tool", "tool_call_id": "call_001", "content": "a.py"},
         {"role": "assistant", "content": "有 a.py"},
     ]
-    assert all(check_transcript(complete).values())
+    ran = {"call_001": Outcome("成功", "a.py")}
+    assert all(check_transcript(complete, ran).values())
     no_result = complete[:2] + complete[3:]
-    verdict = check_transcript(no_result)
+    verdict = check_transcript(no_result, ran)
     assert not verdict["3. 调用和结果成对回到了上下文"]
     text_only = [complete[0], {"role": "assistant", "content": "ls *.py"}]
-    assert not any(check_transcript(text_only).values())
+    assert not any(check_transcript(text_only, {}).values())
     unfinished = complete[:3]
-    assert not check_transcript(unfinished)["4. 模型看到结果后继续，直到不再请求工具"]
+    assert not check_transcript(unfinished, ran)["4. 模型看到结果后继续，直到不再请求工具"]
+    # 没有执行记录的调用不算执行过：第 2 问不从工具消息的文字里猜
+    assert not check_transcript(complete, {})["2. 程序真的执行了处理函数"]
 
 
 def test_checks_run_before_the_handler_is_called():
@@ -165,29 +170,27 @@ def test_checks_run_before_the_handler_is_called():
     ]
     for raw, prefix in cases:
         tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", raw, id="c1"))
-        assert execute_tool_call(tc, {"bash": spy}, TOOLS).startswith(prefix), raw
+        outcome = execute_tool_call(tc, {"bash": spy}, TOOLS)
+        assert outcome.content.startswith(prefix) and not outcome.acted, raw
+        assert outcome.layer == prefix[len("错误（"):prefix.index("）")], raw
     assert called == []
     tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", {"command": "ls"}, id="c2"))
-    assert execute_tool_call(tc, {"bash": spy}) == "执行了" and called == [{"command": "ls"}]
+    assert execute_tool_call(tc, {"bash": spy}) == Outcome("成功", "执行了") and called == [{"command": "ls"}]
     # 工具定义里没有的工具：只解析，不按定义校验；黑名单只管 bash
     tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("note", {"text": "sudo "}, id="c3"))
-    assert execute_tool_call(tc, {"note": spy}) == "执行了"
+    assert execute_tool_call(tc, {"note": spy}) == Outcome("成功", "执行了")
 
 
-@pytest.mark.parametrize("content, executed", [
-    ("错误（调用解析失败）：arguments 不是合法的 JSON", False),
-    ("错误（调用解析失败）：没有名为 'run_python' 的工具，可用的工具：bash", False),
-    ("错误（执行授权失败）：命令里有被禁止的片段 'sudo '", False),
-    ("错误（工具结果失败）：AttributeError: 'str' object has no attribute 'decode'", True),
-    ("app.py\nutils.py", True),
-])
-def test_check_transcript_question_two_needs_a_handler_that_ran(content, executed):
-    """第 2 问：只有处理函数真的被调用过，才算执行了；停在它之前的两层不算。"""
+@pytest.mark.parametrize("layer, acted", [
+    ("调用解析失败", False), ("执行授权失败", False), ("工具结果失败", True), ("成功", True)])
+def test_check_transcript_question_two_reads_the_recorded_outcome(layer, acted):
+    """第 2 问只看循环记下的 Outcome：工具消息的文字是什么都不影响（这里故意写成另一层的样子）。"""
     calls = [{"id": "call_001", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
     transcript = [
         {"role": "user", "content": "q"},
         {"role": "assistant", "tool_calls": calls},
-        {"role": "tool", "tool_call_id": "call_001", "content": content},
+        {"role": "tool", "tool_call_id": "call_001", "content": "错误（执行授权失败）：假的" if acted else "app.py"},
         {"role": "assistant", "content": "好"},
     ]
-    assert check_transcript(transcript)["2. 程序真的执行了处理函数"] is executed
+    outcomes = {"call_001": Outcome(layer, "（文字不看）")}
+    assert check_transcript(transcript, outcomes)["2. 程序真的执行了处理函数"] is acted

@@ -289,11 +289,11 @@ def test_budgets_work_like_agent_loop(workspace):
 def test_streaming_loop_gives_the_same_transcript(workspace):
     plain = [dict(USER)]
     agent_loop(plain, client=FakeClient(), model=MODEL)
-    live = [dict(USER)]
-    answer = agent_loop_stream(live, client=FakeClient(), model=MODEL)
+    live, outcomes = [dict(USER)], {}
+    answer = agent_loop_stream(live, client=FakeClient(), model=MODEL, outcomes=outcomes)
     assert live == plain
     assert answer == plain[-1]["content"]
-    assert all(check_transcript(live).values())
+    assert all(check_transcript(live, outcomes).values())
 
 
 def test_streaming_loop_over_real_http_with_delay(workspace):

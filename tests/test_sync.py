@@ -136,14 +136,14 @@ def test_name_marked_in_two_notebooks_is_refused(project_copy):
 
 
 @pytest.mark.parametrize("line", [
-    "from harness_lib.safety.runner import run_bash",
+    "from harness_lib.safety.runner import run_command",
     "import harness_lib.safety.runner",
     "from harness_lib.safety import runner",
 ])
 def test_marked_cell_importing_an_internal_path_is_refused(project_copy, line):
     index = edit_marked_cell(
         project_copy, "04_failure_paths.ipynb",
-        "from harness_lib import run_bash", f"{line}\nfrom harness_lib import run_bash",
+        "from harness_lib import run_command", f"{line}\nfrom harness_lib import run_command",
     )
     loop = project_copy / "harness_lib" / "lesson" / "loop.py"
     before = loop.read_text(encoding="utf-8")

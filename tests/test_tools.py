@@ -16,6 +16,7 @@ from harness_lib.lesson.loop import (
     ToolDenied,
     ToolInputError,
     agent_loop,
+    Outcome,
     check_transcript,
     execute_tool_call,
 )
@@ -273,7 +274,10 @@ def test_bash_runs_in_the_workspace(ws, tools, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # 当前目录不是工作区，bash 也应当在工作区里跑
     assert tools["bash"]({"command": "ls *.py"}).split() == ["app.py", "utils.py"]
     # 黑名单在处理函数之前由 execute_tool_call 查（04），处理函数本身只管执行
-    assert _call(tools, "bash", command="sudo ls").startswith("错误（执行授权失败）：命令里有被禁止的片段")
+    denied = _call(tools, "bash", command="sudo ls")
+    assert denied.layer == "执行授权失败" and denied.content.startswith("错误（执行授权失败）：命令里有被禁止的片段")
+    failed = _call(tools, "bash", command="ls 没有这个文件")
+    assert failed.layer == "工具结果失败" and failed.content.endswith("[退出码 2]")
     with pytest.raises(ToolInputError):
         tools["bash"]({"command": ["ls"]})
 
@@ -391,11 +395,14 @@ def test_string_arg():
 
 
 def test_execute_tool_call_reports_the_layer(ws, tools):
-    assert _call(tools, "read_file", path="app.py") == 'print("hi")\n'
-    assert _call(tools, "read_file", path="../outside/secret.txt").startswith("错误（执行授权失败）")
-    assert _call(tools, "read_file").startswith("错误（调用解析失败）")
-    assert _call(tools, "read_file", path="nope.txt").startswith("错误（工具结果失败）：ToolFailed")
-    assert _call(tools, "delete_file", path="app.py").startswith("错误（调用解析失败）")
+    assert _call(tools, "read_file", path="app.py") == Outcome("成功", 'print("hi")\n')
+    cases = [("执行授权失败", {"path": "../outside/secret.txt"}), ("调用解析失败", {}),
+             ("工具结果失败", {"path": "nope.txt"})]
+    for layer, args in cases:
+        outcome = _call(tools, "read_file", **args)
+        assert outcome.layer == layer and outcome.content.startswith(f"错误（{layer}）："), (layer, outcome)
+    assert _call(tools, "read_file", path="nope.txt").content == "错误（工具结果失败）：nope.txt 不存在或不是文件"
+    assert _call(tools, "delete_file", path="app.py").layer == "调用解析失败"
 
 
 # ---------------------------------------------------------------------------
@@ -418,9 +425,9 @@ def test_full_agent_loop_with_the_five_tools(ws):
         text_reply("改好了：f() 现在返回 42。"),
     ]
     client = FakeClient(script=script)
-    messages = [{"role": "user", "content": "把 utils.py 里的返回值改成 42"}]
+    messages, outcomes = [{"role": "user", "content": "把 utils.py 里的返回值改成 42"}], {}
     turns = []
-    answer = agent_loop(messages, client=client, model="fake", tools=reg.tools,
+    answer = agent_loop(messages, client=client, model="fake", tools=reg.tools, outcomes=outcomes,
                         handlers=reg.handlers, on_turn=lambda m: turns.append(len(m)))
     assert answer == "改好了：f() 现在返回 42。"
     assert turns == [3, 5, 7, 10, 13, 14]
@@ -436,18 +443,19 @@ def test_full_agent_loop_with_the_five_tools(ws):
     assert contents[6].strip() == "改好了"
     assert (root / "utils.py").read_text(encoding="utf-8") == "def f():\n    return 42\n"
     assert not (outside / "x.txt").exists()
-    assert all(check_transcript(messages).values())
+    assert [o.layer for o in outcomes.values()] == ["成功"] * 4 + ["执行授权失败"] + ["成功"] * 2
+    assert all(check_transcript(messages, outcomes).values())
 
 
 def test_default_fake_model_with_five_tools_answers_the_article_task(ws, monkeypatch):
     root = ws[0]
     monkeypatch.chdir(root)
     reg = make_file_tools(root)
-    messages = [{"role": "user", "content": "帮我看看当前目录里有哪些 Python 文件。"}]
+    messages, outcomes = [{"role": "user", "content": "帮我看看当前目录里有哪些 Python 文件。"}], {}
     answer = agent_loop(messages, client=FakeClient(), model="fake", tools=reg.tools,
-                        handlers=reg.handlers)
+                        handlers=reg.handlers, outcomes=outcomes)
     assert "app.py" in answer and "utils.py" in answer
-    assert all(check_transcript(messages).values())
+    assert all(check_transcript(messages, outcomes).values())
     # 默认参数仍然是只有 bash 的那一份：换工具靠传参，循环没改
     assert [t["function"]["name"] for t in TOOLS] == ["bash"]
 

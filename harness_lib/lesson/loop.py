@@ -4,8 +4,8 @@
 每个名字由哪本笔记本定义：
 
 - `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
-- `ToolInputError`、`ToolDenied`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`execute_tool_call`、`layer_of`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
-- `agent_loop`、`NOT_EXECUTED`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
+- `ToolInputError`、`ToolDenied`、`ToolFailed`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`Outcome`、`failure`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
+- `agent_loop`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的哪一格（格子的 id）。
 第一行写明了：本文件由 `make lesson` 从这些格子生成，要改就改笔记本里的格子，再重新生成。
@@ -32,6 +32,10 @@ class ToolDenied(Exception):
     """参数没有问题，但这条命令不允许执行（执行授权失败）。"""
 
 
+class ToolFailed(Exception):
+    """处理函数动手了，却没做成：退出码非零、超时、文件不存在……（工具结果失败）。"""
+
+
 def parse_arguments(raw):
     """把 `function.arguments` 这个 JSON 字符串变成 dict；不合格就抛 ToolInputError。"""
     try:
@@ -44,7 +48,7 @@ def parse_arguments(raw):
 
 
 # %% notebooks/04_failure_paths.ipynb id=04fail-029
-from harness_lib import run_bash
+from harness_lib import run_command
 
 BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"]
 
@@ -68,17 +72,41 @@ def check_permission(name, args):
                 raise ToolDenied(f"命令里有被禁止的片段 {snippet!r}")
 
 
-def bash_handler(args):
-    """bash 工具的处理函数：参数已经校验过、命令已经放行，这里只管执行。"""
-    return run_bash(args["command"])
+def bash_handler(args, timeout=120):
+    """bash 工具的处理函数：参数已经校验过、命令已经放行，这里只管执行。成败看字段，不看文字。"""
+    result = run_command(args["command"], timeout=timeout)
+    if not result.ok:  # 退出码非零、超时、被信号结束、没能启动、后台进程被切断
+        raise ToolFailed(result.text)  # 模型照样读到全部输出和附注
+    return result.text
 
 
 HANDLERS = {"bash": bash_handler}
 
 
 # %% notebooks/04_failure_paths.ipynb id=04fail-034
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """一个工具调用的结局：`layer` 给程序读，`content` 是交给模型的文字。"""
+
+    layer: str  # "成功"、"调用解析失败"、"执行授权失败" 或 "工具结果失败"
+    content: str
+
+    @property
+    def acted(self):
+        """处理函数可能已经动手、外部世界可能变了吗？前两层停在任何副作用之前。"""
+        return self.layer in ("成功", "工具结果失败")
+
+
+def failure(layer, detail):
+    """失败的结局：文字由层次拼出来，程序不用再从文字里读回层次。"""
+    return Outcome(layer, f"错误（{layer}）：{detail}")
+
+
 def execute_tool_call(tool_call, handlers, tools=TOOLS):
-    """执行一个工具调用。无论成败都返回一段文字，交给 tool 消息；失败时写明属于哪一层。
+    """执行一个工具调用，无论成败都返回 Outcome；它的 content 交给 tool 消息。
 
     顺序照原文第二节：查工具名、解析、按工具定义校验、授权，都在调用处理函数之前。
     """
@@ -91,44 +119,37 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         args = parse_arguments(tool_call.function.arguments)
         check_arguments(args, schemas.get(name, {}))
         check_permission(name, args)
-        return handlers[name](args)  # 前面几步都过了，才轮到处理函数
+        result = handlers[name](args)  # 前面几步都过了，才轮到处理函数
     except ToolInputError as exc:
-        return f"错误（调用解析失败）：{exc}"
+        return failure("调用解析失败", exc)
     except ToolDenied as exc:
-        return f"错误（执行授权失败）：{exc}"
-    except Exception as exc:
-        return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
-
-
-# %% notebooks/04_failure_paths.ipynb id=04fail-layer
-def layer_of(content):
-    """按工具消息的开头判断层次；None 表示没有工具消息。"""
-    if content is None:
-        return "循环结束条件"
-    if content.startswith("错误（"):  # execute_tool_call 写的：错误（层次名）：……
-        return content[len("错误（"):content.index("）")]
-    notes = ("[超时", "[退出码", "[被信号")  # run_bash 不抛异常，把超时和非零退出码写成附注
-    return "工具结果失败" if any(note in content for note in notes) else "（成功）"
+        return failure("执行授权失败", exc)
+    except ToolFailed as exc:
+        return failure("工具结果失败", exc)
+    except Exception as exc:  # 处理函数自己的 bug：也发生在它动手之后
+        return failure("工具结果失败", f"{type(exc).__name__}: {exc}")
+    return Outcome("成功", result if isinstance(result, str) else str(result))
 
 
 # %% notebooks/05_limits.ipynb id=05limi-043
 import time
 
 from harness_lib import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
-# （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、execute_tool_call；它们就定义在本模块上文）
+# （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、ToolDenied、execute_tool_call；它们就定义在本模块上文）
 from harness_lib import guard  # 按提出调用的客户端决定要不要先问人（10 细讲）
 from harness_lib import MAX_TOKENS  # 每次回复的长度上限（512 个 token）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
                max_turns=10, max_tokens_total=None, max_seconds=None, max_tokens=MAX_TOKENS, on_turn=None,
-               call=call_model):
+               call=call_model, outcomes=None):
     """改进后的循环：就地扩展 messages，返回最后一条回答的文字；三种上限都只在两轮之间停下。
 
     `call(client, model=, messages=, tools=, max_tokens=)` 是调一次模型的那一步，返回完整的回复（08 换成流式）。
+    `outcomes`：传一个字典，循环按调用 ID 记下每个 Outcome（给程序读的那一份；工具消息里只有它的 content）。
     """
     started, tokens = time.monotonic(), 0
-    handlers = guard(handlers, client)  # 执行授权：不是离线假模型提出的调用，先经人批准
+    handlers = guard(handlers, client, denied=ToolDenied)  # 不是离线假模型提出的调用，先经人批准；拒绝即执行授权失败
     for _ in range(max_turns):
         if max_seconds is not None and time.monotonic() - started > max_seconds:
             return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
@@ -137,10 +158,13 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
         tokens += response.usage.total_tokens if response.usage else 0
         message = response.choices[0].message
         turn = [message.model_dump(exclude_none=True)]  # 一轮攒齐了再追加
+        done = {}
         for tool_call in message.tool_calls or []:
-            turn.append({"role": "tool", "tool_call_id": tool_call.id,
-                         "content": execute_tool_call(tool_call, handlers, tools)})
+            done[tool_call.id] = execute_tool_call(tool_call, handlers, tools)
+            turn.append({"role": "tool", "tool_call_id": tool_call.id, "content": done[tool_call.id].content})
         messages.extend(turn)
+        if outcomes is not None:
+            outcomes.update(done)
         if on_turn is not None:
             on_turn(messages)
         if not message.tool_calls:
@@ -151,20 +175,18 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
 
 
 # %% notebooks/05_limits.ipynb id=05limi-059
-NOT_EXECUTED = ("错误（调用解析失败）", "错误（执行授权失败）")  # 这两层停在处理函数动手之前（04）
+def check_transcript(messages, outcomes):
+    """用原文第四节的四个问题检查一份记录，返回 {问题: 是否成立}。
 
-
-def check_transcript(messages):
-    """用原文第四节的四个问题检查一份对话记录，返回 {问题: 是否成立}。"""
+    `outcomes` 是循环按调用 ID 记下的 Outcome：第 2 问只信它，不从工具消息的文字里猜；没有记录的调用不算执行过。
+    """
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
     calls = {tc["id"]: i for i, m in enumerate(msgs) for tc in m.get("tool_calls") or []}
     answered = {m.get("tool_call_id"): i for i, m in enumerate(msgs) if m.get("role") == "tool"}
     last = msgs[-1] if msgs else {}
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
-        "2. 程序真的执行了处理函数": any(
-            msgs[i].get("content") and not str(msgs[i]["content"]).startswith(NOT_EXECUTED)
-            for i in answered.values()),
+        "2. 程序真的执行了处理函数": any(cid in outcomes and outcomes[cid].acted for cid in answered),
         "3. 调用和结果成对回到了上下文": bool(calls) and set(calls) == set(answered)
             and all(answered[cid] > pos for cid, pos in calls.items()),
         "4. 模型看到结果后继续，直到不再请求工具": bool(answered) and last.get("role") == "assistant"

@@ -3,7 +3,7 @@
 
 每个名字由哪本笔记本定义：
 
-- `ToolRegistry`、`ToolFailed`、`Workspace`、`MAX_READ_CHARS`、`MAX_GLOB_RESULTS`、`string_arg`、`make_file_tools`：06_five_tools《06 预告：同一个循环，五个工具（原文开头的下篇预告）》。
+- `ToolRegistry`、`Workspace`、`MAX_READ_CHARS`、`MAX_GLOB_RESULTS`、`string_arg`、`make_file_tools`：06_five_tools《06 预告：同一个循环，五个工具（原文开头的下篇预告）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的哪一格（格子的 id）。
 第一行写明了：本文件由 `make lesson` 从这些格子生成，要改就改笔记本里的格子，再重新生成。
@@ -14,8 +14,8 @@
 import re
 from pathlib import Path
 
-from harness_lib import run_bash
-from harness_lib.lesson.loop import ToolDenied, ToolInputError
+from harness_lib import run_command
+from harness_lib.lesson.loop import ToolDenied, ToolFailed, ToolInputError
 
 
 class ToolRegistry:
@@ -59,10 +59,6 @@ class ToolRegistry:
 
 
 # %% notebooks/06_five_tools.ipynb id=06five-034
-class ToolFailed(Exception):
-    """参数没问题、也允许执行，但处理函数没做成，例如文件不存在（工具结果失败）。"""
-
-
 class Workspace:
     """工作区：文件工具只能读写 root 里面的东西。"""
 
@@ -126,7 +122,10 @@ def make_file_tools(root):
         # 黑名单在处理函数之前查：execute_tool_call 调用 check_permission（04）
         command = string_arg(args, "command")
         # cwd 只是起点，不是围墙：命令照样可以 cd 出去
-        return run_bash(command, cwd=workspace.root)
+        result = run_command(command, cwd=workspace.root)
+        if not result.ok:  # 同 04 的 bash_handler：成败看字段
+            raise ToolFailed(result.text)
+        return result.text
 
     @registry.register(
         "read_file",

@@ -166,8 +166,8 @@ class Guarded(Mapping):
     """`guard` 交回的分发表：会运行程序或改动文件的工具先审批，`read_file`、`glob` 原样保留。
     不能修改（后加的处理函数会绕过审批）。`always_allowed()` 列出答过 `a` 的调用，`forget()` 清空它们。"""
 
-    def __init__(self, handlers, client, policy, ask=None):
-        self.client = client
+    def __init__(self, handlers, client, policy, ask=None, denied=None):
+        self.client, self._denied = client, denied
         self.policy = None if isinstance(policy, Verdict) else policy  # None：环境变量写错，一律拒绝
         self._policy, self._ask, self._source = policy, ask, _source(client)
         self._memory: dict[tuple, str] = {}
@@ -177,7 +177,11 @@ class Guarded(Mapping):
     def _wrap(self, tool, handler):
         def guarded(args):
             verdict = _judge(tool, args, self._policy, self._ask, self._source, self._memory)
-            return handler(args) if verdict else verdict.message  # 拒绝时原处理函数没有被调用
+            if verdict:
+                return handler(args)
+            if self._denied is not None:  # 拒绝是数据：抛出调用方给的异常（循环给的是 ToolDenied，执行授权失败）
+                raise self._denied(verdict.reason)
+            return verdict.message  # 没给异常类时交回文字；两种情况下原处理函数都没有被调用
 
         guarded.__wrapped__ = handler
         return guarded
@@ -202,10 +206,11 @@ class Guarded(Mapping):
         return f"Guarded({tools}；策略：{self.policy or '环境变量写错，一律拒绝'}；客户端：{self._source})"
 
 
-def guard(handlers, client, policy=None, *, ask=None):
+def guard(handlers, client, policy=None, *, ask=None, denied=None):
     """按提出调用的客户端给分发表加上审批；可信的客户端、已经包好的 `Guarded` 都原样交回。
-    `ask(说明) -> str | None` 代替真人回答（None 表示没人可问）；不给时用 `ask_stdin`。"""
+    `ask(说明) -> str | None` 代替真人回答（None 表示没人可问）；不给时用 `ask_stdin`。
+    `denied`：拒绝时抛出的异常类（以理由为参数），例如 04 的 `ToolDenied`；不给时拒绝交回 `错误（执行授权失败）：理由`。"""
     resolved = _resolve(policy)
     if isinstance(handlers, Guarded) or trusted(client):
         return handlers
-    return Guarded(handlers, client, resolved, ask)
+    return Guarded(handlers, client, resolved, ask, denied)

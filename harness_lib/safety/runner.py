@@ -1,7 +1,9 @@
-"""笔记本背后真正去跑命令的执行器：`BASH_TOOL` 和 `run_bash`。05 把它和原文的朴素版本对照。
+"""笔记本背后真正去跑命令的执行器：`BASH_TOOL`、`run_command` 和 `run_bash`。05 把它和原文的朴素版本对照。
 
-`run_bash` 不抛异常：超时结束整个进程组（Windows 上 `taskkill /T`），输出只留开头和结尾，
-先按 UTF-8、再按控制台编码（如 GBK）解码；命令的环境里没有秘密，交回的文字再打一遍码。
+`run_command` 不抛异常，返回 `CommandResult`：结局是字段（`status`、`exit_code`、`signal`、`background_cut`），
+交给模型的文字 `text` 由输出和这些字段拼出来，程序读字段，不读文字。`run_bash` 只返回 `text`（原文的形状）。
+超时结束整个进程组，再加上仍占着输出管道的进程（Windows 上 `taskkill /T`）；用 setsid 离开进程组、又不占管道的进程不在内。
+输出只留开头和结尾，先按 UTF-8、再按控制台编码（如 GBK）解码；命令的环境里没有秘密，交回的文字再打一遍码。
 各项保证和没防住的地方见 docs/approval.md（“执行器自己的保证”）。
 """
 
@@ -16,6 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .secrets import command_env, redact
@@ -134,7 +137,7 @@ def _pipe_holders(inode: int) -> set[int]:
 
 
 def _kill_tree(proc: subprocess.Popen, inode: int | None) -> None:
-    """结束命令的整个进程树：POSIX 上是整个进程组，再加上仍占着输出管道的进程；Windows 上用 taskkill /T。"""
+    """结束命令：POSIX 上是整个进程组，再加上仍占着输出管道的进程（setsid 离开了进程组、又不占管道的不在内）；Windows 上用 taskkill /T。"""
     try:
         if os.name == "nt":
             subprocess.run(["taskkill", "/T", "/F", "/PID", str(proc.pid)], capture_output=True)
@@ -177,12 +180,63 @@ def _format(head: bytes, tail: bytes, total: int, notes: list[str], max_chars: i
     return re.sub("[\udc80-\udcff]", "\ufffd", body)[:max_chars]
 
 
+STATUSES = {  # status → 中文说明；除了 "ok"，都是处理函数动手了却没做成（工具结果失败）
+    "ok": "命令正常结束（退出码 0）",
+    "exit": "命令以非零退出码结束",
+    "signal": "命令被信号结束",
+    "timeout": "命令超时，被执行框架结束",
+    "not_started": "命令没能启动",
+}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """一次命令的结局。字段给程序读；`text` 是交给模型的文字（输出 + 由字段写出的附注），读它只为给人和模型看。
+
+    `status`：`STATUSES` 里的一个。`exit_code`：shell 的退出码（超时、没启动时是 None）；`signal`：结束它的信号编号；
+    `background_cut`：命令结束后还有后台进程占着输出，执行框架停止读取并结束了它们（输出可能不全）。
+    """
+
+    text: str
+    status: str
+    exit_code: int | None = None
+    signal: int | None = None
+    background_cut: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """正常结束、输出完整：只有这时才算成功。"""
+        return self.status == "ok" and not self.background_cut
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _notes(status: str, exit_code, sig, background_cut: bool, timeout: float) -> list[str]:
+    """由结局的字段写出附注（给模型看的文字）；顺序和字段一一对应，不从别处读回。"""
+    if status == "timeout":
+        return [f"[超时：命令运行超过 {timeout:g} 秒，已结束它的进程组和仍占着输出的进程]"]
+    notes = []
+    if background_cut:
+        notes.append(f"[提示：命令结束后仍有后台进程占着输出，{GRACE_SECONDS:g} 秒后已停止读取并结束整个进程组]")
+    if status == "signal":
+        notes.append(f"[被信号 {sig} 终止]")
+    elif status == "exit":
+        notes.append(f"[退出码 {exit_code}]")
+    return notes
+
+
 def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=None) -> str:
-    """在 shell 里执行 `command`，返回合并后的标准输出和标准错误（没有时是 "(没有输出)"），从不抛异常。
-    超时、后台进程占着管道、退出码非零、被信号结束时，末尾各有一行附注；
-    过长时中间换成 "…[中间省略 N 个字节]…"，整个结果不超过 `max_chars` 个字符。"""
+    """在 shell 里执行 `command`，返回交给模型的文字（`run_command(...).text`），从不抛异常。"""
+    return run_command(command, timeout=timeout, max_chars=max_chars, cwd=cwd).text
+
+
+def run_command(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=None) -> CommandResult:
+    """在 shell 里执行 `command`，返回 `CommandResult`，从不抛异常。`text` 是合并后的标准输出和标准错误
+    （没有时是 "(没有输出)"）；超时、后台进程占着管道、退出码非零、被信号结束时，末尾各有一行由字段写出的附注；
+    过长时中间换成 "…[中间省略 N 个字节]…"，整个 `text` 不超过 `max_chars` 个字符。"""
     if not isinstance(command, str):
-        return f"[错误：command 应该是字符串，收到的是 {type(command).__name__}]"
+        return CommandResult(f"[错误：command 应该是字符串，收到的是 {type(command).__name__}]", "not_started")
     common = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
                   env=child_env())
     try:
@@ -192,7 +246,7 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
         else:
             proc = subprocess.Popen(_shell_args(command), start_new_session=True, **common)
     except (OSError, ValueError) as exc:
-        return f"[错误：无法启动命令：{exc}]"
+        return CommandResult(redact(f"[错误：无法启动命令：{exc}]"), "not_started")
 
     inode = os.fstat(proc.stdout.fileno()).st_ino if os.path.isdir("/proc") else None
     sink = _Collector(max_chars * 4)  # UTF-8 一个字符最多 4 个字节
@@ -226,14 +280,13 @@ def run_bash(command: str, timeout: float = 120, max_chars: int = 50_000, cwd=No
         except subprocess.TimeoutExpired:
             pass
 
+    code = proc.returncode
     if timed_out:
-        notes = [f"[超时：命令运行超过 {timeout:g} 秒，已终止整个进程树]"]
+        status, exit_code, sig = "timeout", None, None
+    elif code is not None and code < 0:
+        status, exit_code, sig = "signal", None, -code
     else:
-        notes = []
-        if lingering:
-            notes.append(f"[提示：命令结束后仍有后台进程占着输出，{GRACE_SECONDS:g} 秒后已停止读取并结束整个进程组]")
-        if proc.returncode is not None and proc.returncode < 0:
-            notes.append(f"[被信号 {-proc.returncode} 终止]")
-        elif proc.returncode:
-            notes.append(f"[退出码 {proc.returncode}]")
-    return redact(_format(*sink.snapshot(), notes, max_chars))
+        status, exit_code, sig = ("exit" if code else "ok"), code, None
+    notes = _notes(status, exit_code, sig, lingering and not timed_out, timeout)
+    return CommandResult(redact(_format(*sink.snapshot(), notes, max_chars)), status, exit_code, sig,
+                         lingering and not timed_out)

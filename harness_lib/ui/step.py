@@ -139,8 +139,27 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
 
 
 @dataclass
+class Attempt:
+    """一次循环的尝试：`label` 是表格里的前缀（所选模型那一次为空，假模型那一遍是【脚本示范】）；`messages` 是这次的
+    整份记录；`outcomes` 是循环按调用 ID 记下的结局（调用方传了 `outcomes=` 才有）；`error` 是让它中途停下的错误。"""
+
+    label: str
+    messages: list
+    outcomes: dict
+    error: BaseException | None = None
+
+    @property
+    def error_kind(self) -> str:
+        """端点错误的种类（`EndpointError.kind`），别的异常是它的类名；没出错时为空。"""
+        if self.error is None:
+            return ""
+        return getattr(self.error, "kind", None) or type(self.error).__name__
+
+
+@dataclass
 class LoopRun:
-    """`run_loop` 的结果：`answer` 是循环的返回值，`scripted` 说是不是走了【脚本示范】。"""
+    """`run_loop` 的结果：`answer` 是循环的返回值，`scripted` 说是不是走了【脚本示范】。
+    `attempts`：先是所选模型那一次（中途出错或形状不对时，是退回之前的记录），走了【脚本示范】时再加假模型那一遍。"""
 
     answer: Any
     client: Any
@@ -148,6 +167,7 @@ class LoopRun:
     scripted: bool
     error: BaseException | None = None
     said: list[str] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 def _calls_since(messages: list, start: int) -> int:
@@ -157,14 +177,20 @@ def _calls_since(messages: list, start: int) -> int:
 def run_loop(loop: Callable, messages: list, *, client, model, want=None, script=None, quiet=False,
              **kwargs) -> LoopRun:
     """跑 `loop(messages, client=client, model=model, **kwargs)`，打印“这次：……”。中途抛出异常时（`want="tools"` 而
-    一个工具都没调用时也一样）把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，标着【脚本示范】。"""
+    一个工具都没调用时也一样）把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，标着【脚本示范】。
+    所选模型那一次的记录和结局留在 `attempts[0]` 里；传了 `outcomes={}` 时，它在换假模型之前被清空。"""
     start, said, error = len(messages), [], None
+    outcomes = kwargs.get("outcomes")
+    outcomes = outcomes if isinstance(outcomes, dict) else {}
     try:
         answer = loop(messages, client=client, model=model, **kwargs)
     except Exception as exc:  # noqa: BLE001  任何失败都要说清楚，然后接着演示
-        error, kept = exc, len(messages) - start
+        error = exc
+    live = Attempt("", list(messages), dict(outcomes), error)
+    if error is not None:
+        kept = len(messages) - start
         del messages[start:]
-        said.append(f"这次：循环中途停了。{_explain(exc, client)}")
+        said.append(f"这次：循环中途停了。{_explain(error, client)}")
         said.append(f"messages 退回到这一格开始时的 {start} 条（去掉了这次追加的 {kept} 条）。")
     if error is None:
         replies = sum(1 for m in messages[start:] if as_dict(m).get("role") == "assistant")
@@ -173,9 +199,11 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
         if want != "tools" or calls:
             if not quiet:
                 print("\n".join(said))
-            return LoopRun(answer, client, model, False, None, said)
+            live.messages, live.outcomes = messages, outcomes  # 就是调用方手里的那两份
+            return LoopRun(answer, client, model, False, None, said, [live])
         said.append("这一格要演示的是工具往返，模型这次一个工具都没调用。")
         del messages[start:]
+    outcomes.clear()
     fake = _scripted_client(script)
     said.append(f"{SCRIPTED}下面用脚本模式的假模型把同一个循环跑一遍。")
     if not quiet:
@@ -184,4 +212,4 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
     said.append(f"{SCRIPTED}假模型请求了 {_calls_since(messages, start)} 个工具调用，最后的回答：{clip(answer)!r}。")
     if not quiet:
         print(said[-1])
-    return LoopRun(answer, fake, fake.model, True, error, said)
+    return LoopRun(answer, fake, fake.model, True, error, said, [live, Attempt(SCRIPTED, messages, outcomes)])
