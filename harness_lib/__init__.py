@@ -47,7 +47,7 @@ _PUBLIC = {
     **dict.fromkeys(["client_from_env", "quirk_table"], "ui.clients"),
     **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
-    **dict.fromkeys(["ask_model", "run_loop"], "ui.step"),
+    **dict.fromkeys(["Chat", "ask_model", "run_loop"], "ui.step"),
 }
 _ROLES = ("lesson", "models", "safety", "ui")
 

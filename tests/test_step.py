@@ -185,3 +185,32 @@ def test_a_reply_without_a_message_gets_the_projects_explanation(fault, kind, fa
     step = ask_model(real(fault_server.url(fault)), model="m", messages=ASK)
     assert step.scripted and step.live is None and step.error.kind == kind
     assert "这次：端点没有给出回复" in capsys.readouterr().out
+
+
+def test_chat_returns_the_sdk_response_and_sticks_to_the_fallback(capsys):
+    """Chat.ask 交回 ChatCompletion；换成假模型以后，后面的每一步都由同一个假模型接着答，笔记本不用分两条路写。"""
+    from harness_lib import Chat
+
+    dead = real(closed_port_url())
+    script = [tool_reply(scripted_call("bash", {"command": "ls"})), text_reply("有 app.py。")]
+    chat = Chat(dead, "m", script=script)
+    first = chat.ask(ASK, want="bash", tools=TOOLS)
+    assert first.choices[0].message.tool_calls[0].function.name == "bash"
+    assert chat.scripted and isinstance(chat.client, FakeClient) and chat.client is not dead
+    assert chat.last.error is not None and chat.last.error.kind == "connection"
+    messages = [*ASK, first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id, "content": "app.py"}]
+    second = chat.ask(messages, tools=TOOLS)
+    assert second.choices[0].message.content == "有 app.py。", "第二步接着用同一个脚本"
+    out = capsys.readouterr().out
+    assert out.count("端点没有给出回复") == 1 and "【脚本示范】" in out
+
+
+def test_chat_keeps_the_chosen_model_while_it_answers():
+    from harness_lib import Chat
+
+    client = FakeClient()
+    chat = Chat(client, client.model)
+    reply = chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
+    assert not chat.scripted and chat.client is client and reply is chat.last.response
+    assert client.last_request["max_tokens"] == MAX_TOKENS

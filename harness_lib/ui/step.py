@@ -138,6 +138,30 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     return step
 
 
+class Chat:
+    """切换器选中的模型，外加它的替补，笔记本里调模型的那一步都经过它。
+
+    `chat.ask(messages, want=..., **请求参数)` 调一次模型（补上 `max_tokens`），打印一行“这次：……”，返回 SDK 的
+    `ChatCompletion`，像原文那样取 `response.choices[0].message`。拿不到 `want` 要的回复（包括端点出错）时，
+    由脚本模式的假模型回答同一个请求（【脚本示范】）；从这以后，这个 `Chat` 一直由那个假模型接着答，
+    所以后面的格子不用分两条路写。`client`、`model`：现在回答的客户端和模型名（审批按 `client` 决定要不要问人）。
+    """
+
+    def __init__(self, client, model: str, *, script: Any = None):
+        self.client, self.model, self._script = client, model, script
+        self.scripted = False  # 已经换成了【脚本示范】的假模型
+        self.last: Step | None = None  # 上一次调用的全部细节（真正回来的消息、端点错误、打印的几行）
+
+    def ask(self, messages: list, *, want=None, script=None, quiet=False, **request):
+        """调一次模型，返回 `ChatCompletion`。`script`：这一步的替补回复（不给时用构造时的，或默认策略）。"""
+        step = ask_model(self.client, want=want, script=script if script is not None else self._script,
+                         quiet=quiet, model=self.model, messages=messages, **request)
+        if step.scripted and not self.scripted:
+            self.client, self.model, self.scripted = step.client, step.model, True
+        self.last = step
+        return step.response
+
+
 @dataclass
 class Attempt:
     """一次循环的尝试：`label` 是表格里的前缀（所选模型那一次为空，假模型那一遍是【脚本示范】）；`messages` 是这次的
