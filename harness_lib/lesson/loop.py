@@ -106,10 +106,7 @@ def failure(layer, detail):
 
 
 def execute_tool_call(tool_call, handlers, tools=TOOLS):
-    """执行一个工具调用，无论成败都返回 Outcome；它的 content 交给 tool 消息。
-
-    顺序照原文第二节：查工具名、解析、按工具定义校验、授权，都在调用处理函数之前。
-    """
+    """执行一个工具调用，无论成败都返回 Outcome。顺序照原文第二节：查工具名、解析、校验、授权，最后才是处理函数。"""
     name = tool_call.function.name
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     try:
