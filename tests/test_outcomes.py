@@ -179,3 +179,17 @@ def test_a_live_transcript_without_tools_is_kept_before_the_fallback(workspace):
     assert not any(check_transcript(live.messages, live.outcomes).values())
     assert all(check_transcript(fallback.messages, fallback.outcomes).values())
     assert run.scripted and run.said[-1].startswith("【脚本示范】")
+
+
+def test_a_table_guarded_without_denied_still_gives_the_loop_a_layer(tmp_path, monkeypatch):
+    """把不带 denied 的 Guarded 交给循环：循环换上抛 ToolDenied 的那一张，记忆共用，拒绝仍是执行授权失败。"""
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    asked = []
+    table = guard({"bash": lambda args: ran.append(args) or "执行了"}, None, "ask",
+                  ask=lambda text: asked.append(text) or "n 不要")
+    assert table["bash"]({"command": "touch a"}) == "错误（执行授权失败）：用户拒绝执行：不要"  # 不带 denied：交回文字
+    raising = guard(table, None, denied=ToolDenied)
+    assert raising is not table and guard(raising, None, denied=ToolDenied) is raising
+    outcome = execute_tool_call(bash("touch a"), raising)
+    assert outcome == Outcome("执行授权失败", "错误（执行授权失败）：用户拒绝执行：不要") and ran == [] and len(asked) == 2

@@ -4,6 +4,7 @@
 被拒绝时原处理函数不被调用；问人用 `input()`，拿不到标准输入时退回白名单。
 """
 
+import copy
 import json
 import os
 import re
@@ -195,6 +196,14 @@ class Guarded(Mapping):
     def __len__(self) -> int:
         return len(self._handlers)
 
+    def raising(self, denied) -> "Guarded":
+        """同样的策略、同一份记忆的一张表，只是拒绝时抛出 `denied`（循环要的是数据，不是文字）。"""
+        twin = copy.copy(self)
+        twin._denied = denied
+        twin._handlers = {name: handler if name in READ_ONLY_TOOLS else twin._wrap(name, handler.__wrapped__)
+                          for name, handler in self._handlers.items()}
+        return twin
+
     def always_allowed(self) -> frozenset:
         return frozenset(self._memory.values())
 
@@ -211,6 +220,8 @@ def guard(handlers, client, policy=None, *, ask=None, denied=None):
     `ask(说明) -> str | None` 代替真人回答（None 表示没人可问）；不给时用 `ask_stdin`。
     `denied`：拒绝时抛出的异常类（以理由为参数），例如 04 的 `ToolDenied`；不给时拒绝交回 `错误（执行授权失败）：理由`。"""
     resolved = _resolve(policy)
-    if isinstance(handlers, Guarded) or trusted(client):
+    if isinstance(handlers, Guarded):  # 已经包好了：不再问第二遍；循环要异常时换成抛异常的那一张
+        return handlers if denied is None or handlers._denied is denied else handlers.raising(denied)
+    if trusted(client):
         return handlers
     return Guarded(handlers, client, resolved, ask, denied)
