@@ -299,6 +299,27 @@ def test_server_is_loopback_only_bounded_and_self_stopping():
     assert srv.closed, "lifetime 到了应当自己停下"
 
 
+def test_a_notebook_server_lives_as_long_as_its_kernel_and_no_longer():
+    """默认不过期：读得慢的学习者过了十分钟，服务器还在；进程（内核）一退出，端口就没人听了。"""
+    import socket
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom harness_lib import start_fault_server\n"
+            "s = start_fault_server()\nprint(s.base_url, flush=True)\nassert s._timer is None\nsys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        port = int(url.split(":")[2].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # 还开着
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
 def test_timeout_fault_lets_go_when_closed():
     srv = start_fault_server(delay=30)
     client = openai.OpenAI(base_url=srv.url("timeout"), api_key="x", max_retries=0, timeout=0.3)

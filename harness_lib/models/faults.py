@@ -2,7 +2,7 @@
 
 一个服务器同时提供所有故障，路径的第一段就是故障名（含义见 `FAULTS`）：`faults.url("rate_limit")` 是
 base_url，`faults.hits["rate_limit"]` 是它收到了几次请求（SDK 重试也算），`faults.log` 每个请求一行。
-只听回环地址；“超时”最多拖 30 秒，服务器关闭时立刻放手；默认 10 分钟后自己停下（`lifetime`）。
+只听回环地址；“超时”最多拖 30 秒，服务器关闭时立刻放手。默认一直开到内核退出（线程是守护线程），读得慢也不会过期；`lifetime` 秒后自己停下只给测试用。
 几种故障照 DeepSeek 的原话作答（`PROVIDER_BODIES`，出处和核对日期写在旁边）。
 """
 
@@ -222,9 +222,9 @@ class FaultServer(LocalServer):
 
 
 def start_fault_server(fault: str = "ok", *, host: str = "127.0.0.1", port: int = 0, delay: float = 5.0,
-                       lifetime: float | None = 600.0, verbose: bool = False) -> FaultServer:
+                       lifetime: float | None = None, verbose: bool = False) -> FaultServer:
     """在后台线程里启动故障服务器。`fault` 只决定 `base_url` 指向哪个故障；`delay` 是“超时”拖的秒数
-    （要比客户端的 timeout 长）；`lifetime` 秒后自己停下，`None` 表示不限。"""
+    （要比客户端的 timeout 长）；`lifetime` 秒后自己停下，默认 `None`：开到进程退出为止。"""
     _known(fault)
     if not is_loopback(host, listening=True):
         raise ValueError(f"故障服务器只监听本机回环地址（127.0.0.1、::1、localhost），收到 {host!r}")
