@@ -377,12 +377,11 @@ def cell_output(nb, cell_id):
 @pytest.mark.real
 def test_refused_commands_do_not_stop_notebook_03(project_endpoint, tmp_path):
     """学习者对每条命令都答“不”（HARNESS_APPROVAL=deny 走的是同一条拒绝的路）：03 照样跑到最后一格，
-    并且打印出命令没有运行。"""
+    打印出的是拒绝，不是命令的输出（模型提出的是 pwd，它的输出会是临时文件夹的路径）。"""
     path = NOTEBOOKS / "03_one_request.ipynb"
     nb, error, _ = run_notebook(path, "other-commands-real", project_endpoint, tmp_path,
                                 extra={"HARNESS_APPROVAL": "deny"})
     assert error is None, describe_failure(nb, error)
     assert not unexpected_tracebacks(nb)
-    assert "命令真的运行了吗？ False" in cell_output(nb, "03oner-039")
-    assert "真的运行了吗？ False" in cell_output(nb, "03oner-041")
-    assert "错误（执行授权失败）" in cell_output(nb, "03oner-073")
+    refused = cell_output(nb, "03oner-039")
+    assert "错误（执行授权失败）" in refused and "agent-loop-" not in refused
