@@ -18,9 +18,9 @@ _PUBLIC = {
     # 课程层（03–06、08 搭出来的）
     **dict.fromkeys(["SYSTEM", "TOOLS", "HANDLERS", "BLOCKED_SNIPPETS", "ToolInputError", "ToolDenied",
                      "ToolFailed", "Outcome", "failure", "parse_arguments", "bash_handler", "execute_tool_call",
-                     "agent_loop", "check_transcript"], "lesson.loop"),
+                     "agent_loop", "check_transcript", "BudgetExceeded", "within_budget"], "lesson.loop"),
     **dict.fromkeys(["ToolRegistry", "Workspace", "make_file_tools", "string_arg"], "lesson.tools"),
-    "agent_loop_stream": "lesson.stream",
+    **dict.fromkeys(["agent_loop_stream", "streaming"], "lesson.stream"),
     # models：替身、线路与错误
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),

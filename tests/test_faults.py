@@ -11,7 +11,8 @@ import time
 import openai
 import pytest
 
-from harness_lib import FakeClient, agent_loop, check_request, text_reply, scripted_call, tool_reply
+from harness_lib import (BudgetExceeded, FakeClient, agent_loop, check_request, text_reply, scripted_call, tool_reply,
+                         within_budget)
 from harness_lib.models.errors import EndpointError, call_model, explain_error
 from harness_lib.models.streaming import collect_stream
 from harness_lib.models.fake import api_error
@@ -218,8 +219,8 @@ def test_token_budget_stops_between_turns():
     seen, handlers = _quiet_handlers()
     client = _endless()
     messages = [{"role": "user", "content": "一直检查"}]
-    answer = agent_loop(messages, client=client, model=MODEL, handlers=handlers, max_tokens_total=250)
-    assert "预算" in answer and "250" in answer
+    with pytest.raises(BudgetExceeded, match="250"):
+        agent_loop(messages, client=client, model=MODEL, handlers=handlers, call=within_budget(max_tokens_total=250))
     assert messages[-1]["role"] == "tool" and 1 <= len(seen) < 10
     assert client.script_remaining == 10 - len(seen)
     check_request(messages, TOOLS)
@@ -232,8 +233,9 @@ def test_token_budget_stops_between_turns():
 def test_token_budget_counts_usage_over_http(fault_server, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
-    answer = agent_loop(messages, client=_client(fault_server, "ok"), model=MODEL, max_tokens_total=1)
-    assert "预算" in answer and [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    with pytest.raises(BudgetExceeded, match="预算"):
+        agent_loop(messages, client=_client(fault_server, "ok"), model=MODEL, call=within_budget(max_tokens_total=1))
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
     check_request(messages, TOOLS)
 
 
@@ -244,8 +246,8 @@ def test_time_budget_is_checked_before_each_call():
 
     client = _endless()
     messages = [{"role": "user", "content": "慢慢检查"}]
-    answer = agent_loop(messages, client=client, model=MODEL, handlers={"bash": slow}, max_seconds=0.25)
-    assert "秒" in answer and "预算" in answer
+    with pytest.raises(BudgetExceeded, match="秒"):
+        agent_loop(messages, client=client, model=MODEL, handlers={"bash": slow}, call=within_budget(max_seconds=0.25))
     calls = 10 - client.script_remaining
     assert 2 <= calls <= 4
     assert messages[-1]["role"] == "tool" and sum(m["role"] == "tool" for m in messages) == calls
@@ -253,7 +255,8 @@ def test_time_budget_is_checked_before_each_call():
 
     untouched = [{"role": "user", "content": "x"}]
     fresh = _endless()
-    assert "预算" in agent_loop(untouched, client=fresh, model=MODEL, max_seconds=-1)
+    with pytest.raises(BudgetExceeded):
+        agent_loop(untouched, client=fresh, model=MODEL, call=within_budget(max_seconds=-1))
     assert untouched == [{"role": "user", "content": "x"}] and fresh.script_remaining == 10
 
 

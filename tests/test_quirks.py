@@ -9,8 +9,8 @@ import json
 import openai
 import pytest
 
-from harness_lib.lesson.loop import agent_loop
-from harness_lib.lesson.stream import agent_loop_stream
+from harness_lib.lesson.loop import BudgetExceeded, agent_loop, within_budget
+from harness_lib.lesson.stream import agent_loop_stream, streaming
 from harness_lib.models.errors import EndpointError, classify, explain_error
 from harness_lib.safety.runner import BASH_TOOL
 from harness_lib.ui.clients import quirk_table
@@ -174,8 +174,9 @@ def test_moonshot_usage_inside_the_choice(client):
     reply = stream_turn(client, q, user(LIST_PY), TOOLS)
     assert reply.usage is not None and reply.usage.total_tokens > 0
     messages = user(LIST_PY)
-    result = agent_loop_stream(messages, client=client, model=q, max_tokens_total=1)
-    assert "超过预算" in result and roles(messages) == ["user", "assistant", "tool"]
+    with pytest.raises(BudgetExceeded):
+        agent_loop(messages, client=client, model=q, call=within_budget(streaming(), max_tokens_total=1))
+    assert roles(messages) == ["user", "assistant", "tool"]
 
 
 def test_empty_choices_in_the_first_chunk(client):

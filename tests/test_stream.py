@@ -24,7 +24,8 @@ from harness_lib import (
 from harness_lib.safety.runner import BASH_TOOL
 from harness_lib.models.errors import EndpointError
 from harness_lib.lesson.loop import SYSTEM
-from harness_lib.lesson.stream import agent_loop_stream
+from harness_lib.lesson.stream import agent_loop_stream, streaming
+from harness_lib.lesson.loop import BudgetExceeded, within_budget
 from harness_lib.models.fake import CutStreamClient
 from harness_lib.models.quirks import QuirkClient
 from harness_lib.models.streaming import (
@@ -281,8 +282,9 @@ def test_errors_before_the_stream_starts_go_through_call_model():
 
 def test_budgets_work_like_agent_loop(workspace):
     messages = [dict(USER)]
-    stopped = agent_loop_stream(messages, client=FakeClient(), model=MODEL, max_tokens_total=1)
-    assert "超过预算" in stopped and len(messages) == 3
+    with pytest.raises(BudgetExceeded):
+        agent_loop(messages, client=FakeClient(), model=MODEL, call=within_budget(streaming(), max_tokens_total=1))
+    assert len(messages) == 3
     assert "轮" in agent_loop_stream([dict(USER)], client=FakeClient(), model=MODEL, max_turns=1)
 
 

@@ -5,7 +5,8 @@
 
 - `SYSTEM`、`TOOLS`：03_one_request《03 跟着一次请求读代码（原文第三节）》；
 - `ToolInputError`、`ToolDenied`、`ToolFailed`、`parse_arguments`、`BLOCKED_SNIPPETS`、`check_arguments`、`check_permission`、`bash_handler`、`HANDLERS`、`Outcome`、`failure`、`execute_tool_call`：04_failure_paths《04 失败路径与四个层次（原文第三节末尾）》；
-- `agent_loop`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》。
+- `agent_loop`、`check_transcript`：05_limits《05 最小循环能做什么、还不能做什么（原文第四节）》；
+- `BudgetExceeded`、`within_budget`：07_endpoint_faults《07 真实端点会出的错（原文第三节“OpenAI-compatible”一段的延伸）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的哪一格（格子的 id）。
 第一行写明了：本文件由 `make lesson` 从这些格子生成，要改就改笔记本里的格子，再重新生成。
@@ -129,30 +130,23 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
 
 
 # %% notebooks/05_limits.ipynb id=05limi-043
-import time
-
 from harness_lib import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、ToolDenied、execute_tool_call；它们就定义在本模块上文）
 from harness_lib import guard  # 按提出调用的客户端决定要不要先问人（10 细讲）
 from harness_lib import MAX_TOKENS  # 每次回复的长度上限（512 个 token）
 
 
-def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM,
-               max_turns=10, max_tokens_total=None, max_seconds=None, max_tokens=MAX_TOKENS, on_turn=None,
-               call=call_model, outcomes=None):
-    """改进后的循环：就地扩展 messages，返回最后一条回答的文字；三种上限都只在两轮之间停下。
+def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM, max_turns=10,
+               max_tokens=MAX_TOKENS, on_turn=None, call=call_model, outcomes=None):
+    """改进后的循环：就地扩展 messages，返回最后一条回答的文字；跑满 max_turns 轮就停在两轮之间。
 
-    `call(client, model=, messages=, tools=, max_tokens=)` 是调一次模型的那一步，返回完整的回复（08 换成流式）。
+    `call(client, model=, messages=, tools=, max_tokens=)` 调一次模型，返回完整的回复（07 加预算，08 换成流式）。
     `outcomes`：传一个字典，循环按调用 ID 记下每个 Outcome（给程序读的那一份；工具消息里只有它的 content）。
     """
-    started, tokens = time.monotonic(), 0
-    handlers = guard(handlers, client, denied=ToolDenied)  # 不是离线假模型提出的调用，先经人批准；拒绝即执行授权失败
+    handlers = guard(handlers, client, denied=ToolDenied)  # 不是离线假模型提出的调用，先经人批准（10）
+    prefix = [{"role": "system", "content": system}] if system else []
     for _ in range(max_turns):
-        if max_seconds is not None and time.monotonic() - started > max_seconds:
-            return f"[运行已超过 {max_seconds} 秒的时间预算，循环停止；messages 仍然完整，可以接着再跑]"
-        prefix = [{"role": "system", "content": system}] if system else []
         response = call(client, model=model, messages=[*prefix, *messages], tools=tools, max_tokens=max_tokens)
-        tokens += response.usage.total_tokens if response.usage else 0
         message = response.choices[0].message
         turn = [message.model_dump(exclude_none=True)]  # 一轮攒齐了再追加
         done = {}
@@ -166,8 +160,6 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
             on_turn(messages)
         if not message.tool_calls:
             return message.content or ""
-        if max_tokens_total is not None and tokens > max_tokens_total:
-            return f"[已用掉 {tokens} 个 token，超过预算 {max_tokens_total}，循环停止；messages 仍然完整，可以接着再跑]"
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
 
@@ -189,3 +181,30 @@ def check_transcript(messages, outcomes):
         "4. 模型看到结果后继续，直到不再请求工具": bool(answered) and last.get("role") == "assistant"
             and not last.get("tool_calls") and len(msgs) - 1 > max(answered.values()),
     }
+
+
+# %% notebooks/07_endpoint_faults.ipynb id=07endp-bud
+import time
+
+from harness_lib import call_model
+
+
+class BudgetExceeded(Exception):
+    """一次运行的预算用完了：在两轮之间抛出，messages 是完整的，可以接着跑。"""
+
+
+def within_budget(call=call_model, *, max_tokens_total=None, max_seconds=None):
+    """包住调模型的一步（交给 agent_loop 的 call=）：每次调模型之前查用时和已用的 token，超了就抛 BudgetExceeded。"""
+    started, used = time.monotonic(), 0
+
+    def budgeted(client, **request):
+        nonlocal used
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            raise BudgetExceeded(f"已经用了 {time.monotonic() - started:.2f} 秒，超过 {max_seconds} 秒的预算")
+        if max_tokens_total is not None and used > max_tokens_total:
+            raise BudgetExceeded(f"已经用掉 {used} 个 token，超过 {max_tokens_total} 的预算")
+        response = call(client, **request)
+        used += response.usage.total_tokens if response.usage else 0
+        return response
+
+    return budgeted

@@ -3,7 +3,7 @@
 
 每个名字由哪本笔记本定义：
 
-- `agent_loop_stream`：08_streaming《08 流式输出：同一个循环，边收边看（原文第三节的延伸）》。
+- `streaming`、`agent_loop_stream`：08_streaming《08 流式输出：同一个循环，边收边看（原文第三节的延伸）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的哪一格（格子的 id）。
 第一行写明了：本文件由 `make lesson` 从这些格子生成，要改就改笔记本里的格子，再重新生成。
@@ -15,13 +15,18 @@ from harness_lib.lesson.loop import agent_loop
 from harness_lib import stream_turn
 
 
-def agent_loop_stream(messages, *, on_delta=None, **options):
-    """还是 05 的 agent_loop，只把调模型的那一步换成 stream_turn：边收边读，收齐了才交回完整的回复。
-
-    on_delta 看到接收中的半条消息。流中途断了，stream_turn 抛出 EndpointError("stream_cut", ...)，
-    messages 保持上一轮结束时的样子。其余参数（client、model、各种上限、on_turn）原样交给 agent_loop。
-    """
+def streaming(on_delta=None):
+    """调模型的一步换成流式：返回一个 call（交给 agent_loop 的 call=），边收边读，收齐了才交回完整的回复。"""
     def call(client, **request):
         return stream_turn(client, on_delta=on_delta, **request)
 
-    return agent_loop(messages, call=call, **options)
+    return call
+
+
+def agent_loop_stream(messages, *, on_delta=None, **options):
+    """还是 05 的 agent_loop，只把调模型的那一步换成 streaming(on_delta)。
+
+    on_delta 看到接收中的半条消息。流中途断了，stream_turn 抛出 EndpointError("stream_cut", ...)，
+    messages 保持上一轮结束时的样子。其余参数（client、model、max_turns、on_turn……）原样交给 agent_loop。
+    """
+    return agent_loop(messages, call=streaming(on_delta), **options)

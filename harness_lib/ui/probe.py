@@ -28,7 +28,7 @@ IMPACT = {
     "reasoning_content 的往返": "思考模式的服务要求把 reasoning_content 传回去；丢了它，带工具调用的第二轮就 400。",
     'tool_choice="required"': "不能强制模型调用工具；本系列的循环不依赖它。",
     "流式输出里的工具调用增量": "stream=True 时拼不出工具调用，流式循环用不了；非流式循环不受影响。",
-    "报告用量（usage）": "统计不了 token 用量，max_tokens_total 预算不起作用；循环本身照常。",
+    "报告用量（usage）": "统计不了 token 用量，within_budget 的 max_tokens_total 不起作用；循环本身照常。",
     "响应里的扩展字段": "不是错误。model_dump 会把这些字段带进 messages，下一次请求会原样发回，要确认服务接受。",
 }
 HINTS = {
@@ -40,7 +40,7 @@ HINTS = {
     "reasoning_content 的往返": "用 model_dump() 追加整条消息，别自己拼字典；流式时用 accumulate 拼回，它保留这个字段。",
     'tool_choice="required"': '不要传 tool_choice="required"；本系列的循环本来就不传。',
     "流式输出里的工具调用增量": "这个服务的流式工具调用不可用：改用非流式的 agent_loop。",
-    "报告用量（usage）": "流式没有用量时，流式循环的 max_tokens_total 不起作用，改用 max_turns 和 max_seconds。",
+    "报告用量（usage）": "流式没有用量时，within_budget 的 max_tokens_total 不起作用，改用 max_turns 和 max_seconds。",
     "响应里的扩展字段": "这一项本来只是提示；出错时先按 detail 里的说明修好前面的问题。",
 }
 NO_CONTENT_HINT = '追加助手消息前补上 "content": ""（llama.cpp 一类的服务需要）。'
