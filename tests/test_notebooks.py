@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import executed, notebook_paths
+from test_reading import BUDGETS, main_line, minutes, output_minutes, seen_before
 
 PATHS = notebook_paths()
 
@@ -49,3 +50,18 @@ def test_tables_are_only_rewritten_by_their_own_cell(path):
         first = next(out for cell in run.nb.cells for out in cell.get("outputs", [])
                      if "text/html" in out.get("data", {}) and "<tr style=" in out["data"]["text/html"])
         assert _rows(first["data"]["text/html"]) == 1
+
+
+# 还超出预算的几本：写明现在的估计，读得比预算快了，strict 的 xfail 会失败，提醒把它从这里删掉
+OVER_BUDGET = {"04_failure_paths": "主线约 24 分钟，预算 18 分钟", "05_limits": "主线约 20 分钟，预算 15 分钟"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_BUDGET[n]))
+                                  if n in OVER_BUDGET else n for n in sorted(BUDGETS)])
+def test_main_line_reads_within_its_budget(name):
+    """细心的读者读完主线（说明、代码、执行出来的输出）的估计用时，不超过这本的预算（见 test_reading.py）。"""
+    nb = executed(next(p for p in PATHS if p.stem == name)).nb
+    ids = {c["id"] for c in main_line(name)}
+    cells = [c for c in nb.cells if c.get("id") in ids]
+    total = minutes(cells, seen_before(name)) + output_minutes(cells)
+    assert total <= BUDGETS[name], f"{name} 的主线估计要 {total:.1f} 分钟，预算 {BUDGETS[name]} 分钟"
