@@ -1,4 +1,4 @@
-"""评分用的内核：就是 ipykernel，只多做两件事，让学生的代码改不了后面的测试格。
+"""评分用的内核：就是 ipykernel，只多做三件事，让学生的代码改不了后面的测试格，测试格也碰不到学生的名字。
 
 1. 每一格运行之前，先拆掉上一格可能装上的钩子：输入变换、AST 变换、自定义异常显示、事件回调、
    `sys.settrace`/`setprofile`、`sys.excepthook`，改动过的内置名字，以及被换掉的 harness_lib 作业检查
@@ -6,6 +6,10 @@
    所以学生在答案格里装的钩子，最多只影响它自己那一格。
 2. `assert a == b` 改写成类型严格的比较：内置类型（数、字符串、列表、字典……）要同类才相等，
    再按内置类型自己的规则逐项比较，所以“和什么都相等”的对象骗不过测试。
+3. 测试格（评分程序用 `__run_test_cell__(源代码)` 交来）在自己的命名空间里运行：起点是学生此刻的全部名字，
+   再盖上第一道练习之前笔记本自己定义的名字（`__snapshot_teacher_names__()` 记下的）。测试自己定义的辅助函数
+   和变量留在这个命名空间里，学生的函数看不见，也就不会被它们顶替；学生改写了笔记本前文的名字
+   （比如自己又定义了一个 `accepted`），测试用的仍是前文那一个。
 
 它在评分沙盒（coursework/sandbox.py）里运行：`python grading_kernel.py -f 连接文件`。
 能被下定决心的作弊者绕过的地方，见 docs/teaching.md 的“评分时保护了什么”。
@@ -13,6 +17,8 @@
 
 import ast
 import builtins
+import itertools
+import linecache
 import sys
 
 import harness_lib  # 包的根用到才加载名字；这里只为记下它本来的样子
@@ -65,6 +71,23 @@ class StrictAsserts(ast.NodeTransformer):
         return node
 
 
+class TestCells:
+    """测试格的命名空间：`snapshot()` 在第一道练习之前记下笔记本自己的名字，`run(source)` 运行一个测试格。"""
+
+    def __init__(self, shell):
+        self.shell, self.teacher, self.count = shell, {}, itertools.count(1)
+
+    def snapshot(self):
+        self.teacher = dict(self.shell.user_ns)
+
+    def run(self, source):
+        filename = f"<测试格 {next(self.count)}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # 回溯里看得到出错的那行
+        tree = StrictAsserts().visit(ast.parse(source, filename))
+        namespace = {**self.shell.user_ns, **self.teacher}
+        exec(compile(ast.fix_missing_locations(tree), filename, "exec"), namespace)
+
+
 class GradingKernel(IPythonKernel):
     """每格之前恢复到内核刚启动时的样子（钩子和内置名字），再照常执行。"""
 
@@ -73,6 +96,8 @@ class GradingKernel(IPythonKernel):
         shell = self.shell
         shell.ast_transformers.append(StrictAsserts())
         builtins.__strict_equal__ = strict_equal
+        tests = TestCells(shell)
+        builtins.__snapshot_teacher_names__, builtins.__run_test_cell__ = tests.snapshot, tests.run
         manager = shell.input_transformer_manager
         self._saved = {
             "cleanup": list(shell.input_transformers_cleanup),

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbgrader.preprocessors import Execute
 
@@ -262,11 +263,29 @@ class PlainKernelManager(AsyncKernelManager):
 
 
 def execute_with(manager):
-    """nbgrader 的 Execute 预处理器，只是内核换成 `manager` 启动的评分内核。"""
+    """nbgrader 的 Execute 预处理器，只是内核换成 `manager` 启动的评分内核（coursework/grading_kernel.py），
+    并且测试格交给评分内核的 `__run_test_cell__`，在自己的命名空间里运行；第一道练习之前，先让内核记下
+    笔记本自己的名字。笔记本里存的源代码不变：反馈里看到的还是原来的测试格。"""
 
     class SandboxExecute(Execute):
         def __init__(self, *args, **kwargs):
             kwargs["kernel_manager_class"] = manager
             super().__init__(*args, **kwargs)
+            self._snapshot_taken = False
+
+        def preprocess_cell(self, cell, resources, index):
+            meta = cell.metadata.get("nbgrader", {}) if cell.cell_type == "code" else {}
+            if meta.get("solution") and not self._snapshot_taken:
+                self._snapshot_taken = True
+                marker = nbformat.v4.new_code_cell("__snapshot_teacher_names__()")
+                super().preprocess_cell(marker, resources, index)
+            if not (meta.get("grade") and not meta.get("solution")):
+                return super().preprocess_cell(cell, resources, index)
+            source = cell.source
+            cell.source = f"__run_test_cell__({source!r})"
+            try:
+                return super().preprocess_cell(cell, resources, index)
+            finally:
+                cell.source = source
 
     return SandboxExecute
