@@ -47,11 +47,14 @@ UNKNOWN_MODEL = (400, "Model Not Exist", "invalid_request_error")  # DeepSeek，
 INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
 CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
 THINKING = (400, "parameter.enable_thinking must be set to false for non-streaming calls", "invalid_parameter_error")
+# 百炼只会思考的模型收到 enable_thinking=False（lobehub#8613 的原话）
+THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of the enable_thinking parameter is "
+                      "restricted to True.", "invalid_parameter_error")
 REASONING = (400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error")
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, THINKING_ONLY, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
 
 
 def has_chinese(text):
@@ -211,6 +214,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 内容审核", "content_filter", _over_mock(_status(*INSPECTION))),
         ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
         ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
+        ("400 只会思考的模型", "bad_request", _over_mock(_status(*THINKING_ONLY))),
         ("400 reasoning_content", "bad_request", _over_mock(_status(*REASONING))),
         ("400 百炼的工具消息规则", "bad_request", _over_mock(_status(*TOOL_PAIR))),
         ("500 请求形状", "request_shape", _over_mock(_status(*NO_CONTENT))),
@@ -364,10 +368,11 @@ def test_redact():
     (INSPECTION, "审核"),
     (CONTEXT, "上下文太长"),
     (THINKING, "enable_thinking"),
+    (THINKING_ONLY, "只会思考"),
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
-], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking",
+], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only",
         "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case

@@ -481,7 +481,7 @@ def test_thinking_presets_turn_thinking_off_on_every_request():
     assert isinstance(env_client, PresetClient), "无头运行按地址认出 DeepSeek，同样关掉思考"
     plain, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "m",
                                 "OPENAI_BASE_URL": "https://api.moonshot.cn/v1"})
-    assert type(plain) is openai.OpenAI
+    assert isinstance(plain, openai.OpenAI) and plain.preset_body == {} and plain.completion_tokens_prefixes == ()
     assert preset_for("https://API.DeepSeek.com/v1").key == "deepseek" and preset_for("http://127.0.0.1:9/v1") is None
 
 
@@ -533,3 +533,56 @@ def test_server_errors_get_no_model_name_advice(fault_server):
     type_key(sw, KEY)
     text = sw.test_connection()
     assert text.startswith("❌") and "503" in text and "相近的有" not in text
+
+
+def test_gpt5_family_gets_max_completion_tokens_over_http(capsys):
+    """OpenAI 的 GPT-5 系列、o 系列不收 max_tokens（离线的替身按 OpenAI 的原话回 400）：
+    OpenAI 地址上一开始就改发 max_completion_tokens；别的地址上第一次碰到这种 400 时说明一次、记下、重发。"""
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import COMPLETION_TOKENS_PREFIXES
+
+    server = start_quirk_server("openai_max_completion_tokens")
+    bodies = server.handler.requests  # 服务器收到的请求体
+    try:
+        client = real_client(server.base_url, "x")
+        ask = [{"role": "user", "content": "你好"}]
+        first = call_model(client, model="gpt-5-mini", messages=ask, max_tokens=32)
+        assert first.choices[0].message.content
+        said = capsys.readouterr().out
+        assert "gpt-5-mini 不收 max_tokens" in said and "max_completion_tokens" in said
+        call_model(client.with_options(max_retries=0), model="gpt-5-mini", messages=ask, max_tokens=32)
+        assert capsys.readouterr().out == "", "只说明一次：副本也记得"
+        assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in bodies[:3]] == [
+            (True, None), (False, 32), (False, 32)], "第一次被拒，换名字重发；以后直接发 max_completion_tokens"
+        # 别的 400 原样抛出，不重发
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="gpt-5-mini", messages="不是列表")
+    finally:
+        server.close()
+    assert "gpt-5" in COMPLETION_TOKENS_PREFIXES
+    openai_client = real_client("https://api.openai.com/v1", "x")
+    assert openai_client.uses_completion_tokens("gpt-5-mini") and openai_client.uses_completion_tokens("o4-mini")
+    assert not openai_client.uses_completion_tokens("gpt-4o-mini")
+    assert not real_client("https://api.deepseek.com", "x").uses_completion_tokens("o1-like-name")
+
+
+def test_a_thinking_only_model_is_not_sent_enable_thinking_false(capsys):
+    """百炼只会思考的模型不收 enable_thinking=False：预设碰到一次就不再替它传；非流式照样被拒时，说明讲对原因。"""
+    from harness_lib.models.errors import explain_error
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("dashscope_thinking_only")
+    try:
+        client = real_client(server.base_url, "x", PRESETS_BY_KEY["dashscope"].extra_body)
+        ask = dict(model="qwen3-235b-a22b-thinking-2507", messages=[{"role": "user", "content": "你好"}], max_tokens=32)
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(**ask)
+        assert "只会思考" in capsys.readouterr().out
+        explained = explain_error(info.value)
+        assert "只能流式调用" in explained and "non-streaming" in explained
+        chunks = list(client.chat.completions.create(**ask, stream=True))
+        assert chunks and capsys.readouterr().out == ""
+        qwen_plus = client.chat.completions.create(**{**ask, "model": "qwen-plus"}, stream=True)
+        assert list(qwen_plus) is not None
+    finally:
+        server.close()

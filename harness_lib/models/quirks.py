@@ -65,6 +65,12 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           versions="百炼 DashScope 接口与 OpenAI 兼容接口（通义千问系列）；2025-06 至 2025-11 的报告里都是这句原话"
                    "（官方错误码页面里没有找到，未在官方文档核实）",
           refs=(_GH + "agentscope-ai/agentscope-java/issues/53", _GH + "run-llama/llama_index/pull/19224")),
+    Quirk("dashscope_thinking_only", "阿里云百炼（只会思考的模型）",
+          "带 enable_thinking=False 回 400 “restricted to True”；不带它的非流式调用也回 400，只能流式调用。",
+          _GH + "lobehub/lobe-chat/issues/8613",
+          versions="qwen3-235b-a22b-thinking-2507 一类只会思考的 Qwen3 模型（2025-07 起的报告）；非流式的那句原话出自"
+                   "langchain4j#3974，只思考模型的确切措辞未在官方文档核实",
+          refs=(_GH + "langchain4j/langchain4j/issues/3974", _GH + "agentscope-ai/agentscope/issues/2346")),
     Quirk("dashscope_inspection", "阿里云百炼",
           "内容审核：messages 里有审核不通过的内容（这里用 FLAGGED 这段文字代表）时回 400 data_inspection_failed。",
           "https://help.aliyun.com/zh/model-studio/error-code#inappropriate-content",
@@ -105,6 +111,13 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           _GH + "seratch/ChatGPT-in-Slack/pull/49",
           versions="Azure OpenAI api-version 2023-06-01-preview 起；2024-08 仍有报告；未在 Azure 官方文档核实",
           refs=(_GH + "AbanteAI/archive-old-cli-mentat/issues/429", _GH + "langfuse/langfuse/issues/2833")),
+    Quirk("openai_max_completion_tokens", "OpenAI（GPT-5 系列、o 系列）",
+          "请求里带 max_tokens 就回 400 unsupported_parameter：“Use 'max_completion_tokens' instead.”",
+          _GH + "griptape-ai/ComfyUI-Griptape/issues/312",
+          versions="o1、o3、o4-mini（2024-11 起的报告）、gpt-5（2025-08）、gpt-5.1（2025-12）、gpt-5.4（2026-04），"
+                   "Azure 上的 GPT-5.1 也一样（2026-07）；gpt-4o、gpt-4o-mini 两种都收",
+          refs=(_GH + "fish2018/YPrompt/issues/26", _GH + "koosoli/ESPHomeDesigner/issues/379",
+                _GH + "anomalyco/opencode/issues/37964", _GH + "dsp05/overleaf-copilot/pull/43")),
     Quirk("deepseek_balance", "DeepSeek", "余额不足：HTTP 402 “Insufficient Balance”。",
           "https://api-docs.deepseek.com/quick_start/error_codes", versions="DeepSeek API（所有模型）"),
 ]}
@@ -162,6 +175,17 @@ _REFUSE = {
     "llamacpp_content": _when(lambda b: any(m.get("content") is None for m in _messages(b, "assistant")), 500,
                               "Expected 'content' to be a string or an array", "server_error", 500),
     "llamacpp_python": _llamacpp_python,
+    "dashscope_thinking_only": lambda b: Rejected(
+        400, "<400> InternalError.Algo.InvalidParameter: The value of the enable_thinking parameter is restricted to "
+        "True.", type="invalid_request_error", code="invalid_parameter_error").response()
+    if b.get("enable_thinking") is False else Rejected(
+        400, "<400> InternalError.Algo.InvalidParameter: parameter.enable_thinking must be set to false for "
+        "non-streaming calls", type="invalid_request_error", code="invalid_parameter_error").response()
+    if not b.get("stream") else None,
+    "openai_max_completion_tokens": lambda b: Rejected(
+        400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        type="invalid_request_error", param="max_tokens", code="unsupported_parameter").response()
+    if "max_tokens" in b else None,
 }
 
 

@@ -65,7 +65,8 @@ PRESETS = [
     Preset("dashscope", "阿里云百炼 DashScope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus",
            source="https://help.aliyun.com/zh/model-studio/qwq", checked=PRESETS_CHECKED,
            extra_body={"enable_thinking": False},
-           thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400"),
+           thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400；"
+                    "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传，它们只能流式调用"),
     # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ），
     # base_url 不带 /v1；思维链算在 max_tokens 里（https://api-docs.deepseek.com/guides/thinking_mode ），所以关掉思考。
     Preset("deepseek", "DeepSeek", "https://api.deepseek.com", "deepseek-flash",
@@ -107,34 +108,94 @@ def preset_for(base_url: str) -> Preset | None:
                  and (urlsplit(p.base_url).hostname or "").lower() == host), None)
 
 
-class PresetClient(openai.OpenAI):
-    """每次 `chat.completions.create` 都把 `preset_body` 并进请求体（调用里的同名字段优先）；`with_options` 的副本照样带着。"""
+# OpenAI 的 GPT-5 系列和 o 系列只收 max_completion_tokens，带 max_tokens 就回 400 unsupported_parameter
+# （原话见 QUIRKS["openai_max_completion_tokens"] 的出处，2025-08 起；核对于 PRESETS_CHECKED）
+COMPLETION_TOKENS_PREFIXES = ("gpt-5", "o1", "o3", "o4")
 
-    def __init__(self, *args, preset_body: dict | None = None, **kwargs):
+
+def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
+    """这个 400 说的是“不收 max_tokens，改用 max_completion_tokens”。"""
+    said = f"{getattr(exc, 'message', '')} {getattr(exc, 'code', '')} {getattr(exc, 'param', '')}"
+    return "max_completion_tokens" in said or (getattr(exc, "param", None) == "max_tokens"
+                                               and getattr(exc, "code", None) == "unsupported_parameter")
+
+
+class PresetClient(openai.OpenAI):
+    """真实端点的客户端：请求参数和服务商相遇的地方，也只有这一处。
+
+    - 每次 `chat.completions.create` 都把 `preset_body` 并进请求体（调用里的同名字段优先）；
+    - 只收 `max_completion_tokens` 的模型（OpenAI 地址上名字以 `COMPLETION_TOKENS_PREFIXES` 开头的，以及回过
+      那种 400 的），请求里的 `max_tokens` 换成同样大小的 `max_completion_tokens`；第一次碰到那种 400 时
+      打印一行中文说明，记下这个模型，把同一个请求换个名字再发一次；
+    - 只会思考的模型回 400 “enable_thinking … restricted to True” 时，预设以后不再替这个模型传 `enable_thinking`
+      （同样说明一次、重发一次）。
+    `with_options` 的副本照样带着，记下的模型也共用。"""
+
+    def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.preset_body = dict(preset_body or {})
+        self.completion_tokens_prefixes = tuple(completion_tokens_prefixes)
+        self.completion_tokens_models: set[str] = set()
+        self.thinking_only_models: set[str] = set()  # 不收 enable_thinking=False 的模型：预设不再替它们传
 
     def copy(self, *args, **kwargs):
         clone = super().copy(*args, **kwargs)
         clone.preset_body = dict(self.preset_body)
+        clone.completion_tokens_prefixes = self.completion_tokens_prefixes
+        clone.completion_tokens_models = self.completion_tokens_models  # 学到的共用
+        clone.thinking_only_models = self.thinking_only_models
         return clone
 
     with_options = copy
+
+    def uses_completion_tokens(self, model) -> bool:
+        return isinstance(model, str) and (model in self.completion_tokens_models
+                                           or model.startswith(self.completion_tokens_prefixes))
 
     def _prepare_options(self, options):
         options = super()._prepare_options(options)
         body = options.json_data
         if options.method.lower() == "post" and options.url.endswith("/chat/completions") and isinstance(body, dict):
             extra = dict(options.extra_json or {})
-            options.extra_json = {**{k: v for k, v in self.preset_body.items() if k not in body}, **extra}
+            skip = {"enable_thinking"} if body.get("model") in self.thinking_only_models else set()
+            preset = {k: v for k, v in self.preset_body.items() if k not in body and k not in skip}
+            options.extra_json = {**preset, **extra}
+            if "max_tokens" in body and "max_completion_tokens" not in body \
+                    and self.uses_completion_tokens(body.get("model")):
+                options.json_data = {**{k: v for k, v in body.items() if k != "max_tokens"},
+                                     "max_completion_tokens": body["max_tokens"]}
         return options
 
+    def request(self, cast_to, options, **kwargs):
+        try:
+            return super().request(cast_to, options, **kwargs)
+        except openai.BadRequestError as exc:
+            body = options.json_data if isinstance(options.json_data, dict) else {}
+            model = body.get("model")
+            if not isinstance(model, str):
+                raise
+            if "max_tokens" in body and not self.uses_completion_tokens(model) and _rejects_max_tokens(exc):
+                self.completion_tokens_models.add(model)
+                print(f"提示：模型 {model} 不收 max_tokens（HTTP 400 unsupported_parameter，GPT-5 系列、o 系列都这样），"
+                      f"要用 max_completion_tokens。这个客户端以后对它改发 max_completion_tokens，上限不变；"
+                      f"这一次已经换好重发。")
+            elif "enable_thinking" in self.preset_body and "enable_thinking" not in body \
+                    and model not in self.thinking_only_models and "restricted to true" in str(exc).lower():
+                self.thinking_only_models.add(model)
+                print(f"提示：模型 {model} 只会思考，不收 enable_thinking=False（HTTP 400）。预设以后不再替它传这个字段；"
+                      f"这一次已经去掉重发。")
+            else:
+                raise
+            return super().request(cast_to, options, **kwargs)
 
-def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> openai.OpenAI:
-    """真实端点的客户端，重试次数和超时取 `RETRY_POLICY`；给了 `extra_body` 时是 `PresetClient`。"""
-    if extra_body:
-        return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body, **RETRY_POLICY)
-    return openai.OpenAI(api_key=api_key, base_url=base_url, **RETRY_POLICY)
+
+def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> PresetClient:
+    """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
+    OpenAI 的地址上，GPT-5 系列和 o 系列一开始就发 `max_completion_tokens`。"""
+    host = (urlsplit(base_url).hostname or "").lower()
+    prefixes = COMPLETION_TOKENS_PREFIXES if host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname else ()
+    return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
+                        completion_tokens_prefixes=prefixes, **RETRY_POLICY)
 
 
 def client_from_env(environ=os.environ):
