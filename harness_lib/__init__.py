@@ -27,7 +27,7 @@ _PUBLIC = {
     **dict.fromkeys(["check_request", "as_dict"], "models.checks"),
     "api_error": "models.wire",
     "start_server": "models.server",
-    **dict.fromkeys(["MAX_TOKENS", "EndpointError", "ERROR_TABLE", "RETRY_POLICY", "call_model", "classify",
+    **dict.fromkeys(["MAX_TOKENS", "CALL_DEADLINE", "EndpointError", "ERROR_TABLE", "RETRY_POLICY", "call_model", "classify",
                      "explain_error", "from_sdk"], "models.errors"),
     **dict.fromkeys(["accumulate", "collect_stream", "live_preview", "stream_turn"], "models.streaming"),
     **dict.fromkeys(["CONTEXT_LIMIT", "FAULTS", "closed_port_url", "start_fault_server"], "models.faults"),
@@ -44,7 +44,7 @@ _PUBLIC = {
     **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
     # ui：看得见的部分
     **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
-    **dict.fromkeys(["client_from_env", "quirk_table"], "ui.clients"),
+    **dict.fromkeys(["client_from_env", "quirk_table", "real_client"], "ui.clients"),
     **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
     **dict.fromkeys(["Chat", "ask_model", "run_loop"], "ui.step"),

@@ -351,7 +351,7 @@ def test_one_request_live_table_and_loop(open_notebook):
         watched = loop_area.evaluate("a => a.__seen")
         assert max(n for n, _ in watched) == 1, f"循环那个输出区里同时出现过多张表：{watched}"
         rows = [r for n, r in watched if n == 1]
-        assert rows == turn_ends(roles_in(nb, loop_run)), f"循环那张表没有逐轮刷新：{watched}"
+        assert rows == [1, *turn_ends(roles_in(nb, loop_run))], f"循环那张表没有逐轮刷新：{watched}"  # 先画用户那一条
         total = nb.total_views()
 
         # 用切换器换成本地端点，同一个 simple_loop 经 HTTP 再跑一遍
@@ -362,7 +362,7 @@ def test_one_request_live_table_and_loop(open_notebook):
         nb.run_cells(loop_run)
         assert nb.rows_in(loop_run) == header_count(nb, loop_run) == final_rows
         rows = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
-        assert rows == turn_ends(roles_in(nb, loop_run)), f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
+        assert rows == [1, *turn_ends(roles_in(nb, loop_run))], f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
         assert nb.output_text(loop_run).strip(), "循环应当打印出最后的回答"
         assert nb.total_views() == total
         nb.shot("03_loop_local_endpoint", scroll_to=loop_run)
@@ -408,7 +408,7 @@ def test_notebook7_switch_tables_and_loop(open_notebook):
         # 运行循环的那一格里的表逐轮刷新，最后和手工一步步做出来的一样长
         assert nb.rows_in(loop_run) == rows[-1] == header_count(nb, loop_run)
         watched = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
-        assert watched == turn_ends(roles_in(nb, loop_run)), f"循环那张表没有逐轮刷新：{watched}"
+        assert watched == [1, *turn_ends(roles_in(nb, loop_run))], f"循环那张表没有逐轮刷新：{watched}"
 
         nb.assert_no_error_outputs()
         assert_console_clean(nb)

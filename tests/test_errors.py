@@ -273,7 +273,7 @@ def test_explain_connection_errors():
     text = explain_error(openai.APIConnectionError(request=request))
     assert text.startswith("无法连接") and "https://api.example.com" in text
     text = explain_error(openai.APITimeoutError(request=request))
-    assert text.startswith("无法连接（超时）")
+    assert text.startswith("超时") and "60 秒" in text and "空行" in text
 
 
 def test_explain_other_errors_first_line_only():

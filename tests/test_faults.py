@@ -70,7 +70,8 @@ CASES = [
 
 
 def test_every_fault_has_a_case():
-    assert {c[0] for c in CASES} | {"ok", "stream_cut", "flaky", "unknown_model", "context_length", "thinking"} \
+    assert {c[0] for c in CASES} | {"ok", "stream_cut", "flaky", "unknown_model", "context_length", "thinking",
+                                   "keepalive"} \
         == set(FAULTS)
 
 
@@ -424,3 +425,37 @@ def test_a_dead_proxy_is_a_connection_error(fault_server):
         call_model(client, model=MODEL, messages=_conversation())
     assert info.value.kind == "connection"
     _assert_clean(info.value)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["空行", "keep-alive 注释"])
+def test_a_server_that_trickles_keep_alive_bytes_is_cut_at_the_deadline(stream):
+    """排队的服务器（DeepSeek 的做法）一直发空行或 SSE 注释：读超时永远不触发，墙上时钟的截止时间会。"""
+    from harness_lib.ui.clients import real_client
+
+    server = start_fault_server("keepalive", delay=4)
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "你好"}], max_tokens=16, stream=stream)
+    try:
+        plain = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.5)
+        started = time.monotonic()
+        reply = plain.chat.completions.create(**ask)
+        if stream:
+            reply = list(reply)
+        assert time.monotonic() - started > 3.5, "只有读超时的客户端等满了 4 秒：每个空行都让读超时重新计时"
+        from harness_lib.models.streaming import stream_turn
+
+        client = real_client(server.base_url, "x", deadline=0.6).with_options(max_retries=1)
+        started = time.monotonic()
+        with pytest.raises(EndpointError) as info:
+            if stream:  # 流已经开始：SDK 不重试，stream_turn 说明流断了
+                stream_turn(client, **{k: v for k, v in ask.items() if k != "stream"})
+            else:  # 还没有回复：SDK 当作超时，重试一次
+                call_model(client, **ask)
+        took = time.monotonic() - started
+        if stream:
+            assert info.value.kind == "stream_cut" and 0.5 < took < 2.0, (info.value.kind, took)
+            assert server.hits["keepalive"] == 2
+        else:
+            assert info.value.kind == "timeout" and 1.0 < took < 3.0, (info.value.kind, took)
+            assert server.hits["keepalive"] == 3, "一次没有截止时间的，加上有截止时间的两次尝试（重试一次）"
+    finally:
+        server.close()

@@ -16,6 +16,9 @@ from ..safety.secrets import redact
 # 真实端点的客户端设置：失败后 SDK 自动重试 2 次，连接、读、写每一步最多等 60 秒（不是整个请求的总时长）。
 # SDK 只重试 `ERROR_TABLE` 里 `sdk_retries` 为真的那几行；两次之间先看 Retry-After，没有就 0.5、1、2…… 秒退避。
 RETRY_POLICY = {"max_retries": 2, "timeout": 60}
+# 每次尝试从发出请求到收完回复最多多少秒（墙上时钟）：服务器一直发保持连接的空行，读超时不会触发，这条会。
+# 所以一次调模型最坏约 3 × 60 秒，加上两次重试之间的等待（几秒）。
+CALL_DEADLINE = 60
 # 每次回答的长度上限（token）。原文写 8000，那是给云端大模型的；512 让上下文只有 2048 的本机小模型也装得下
 MAX_TOKENS = 512
 
@@ -93,8 +96,9 @@ _OTHER_STATUS = "服务器返回了错误（HTTP {status}）。"
 
 ERROR_TABLE = [
     # 顺序要紧，越具体的越靠前：超时是连接错误的子类，4xx 的具体类都是 APIStatusError 的子类
-    ErrorRule(openai.APITimeoutError, "timeout", "无法连接（超时）：{host} 在规定时间内没有回应。"
-              "请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。", True, False),
+    ErrorRule(openai.APITimeoutError, "timeout", f"超时：{{host}} 在规定时间内没有给出完整的回复（每次尝试最多等 {CALL_DEADLINE} 秒，"
+              "服务器排队时一直发空行保持连接也算在内）。请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。",
+              True, False),
     ErrorRule(openai.APIConnectionError, "connection", "无法连接：连不上 {host}。请检查 base_url 是否写对、"
               "网络或代理是否正常；本地服务（Ollama、vLLM、llama.cpp）请先确认它已经启动。", True, False),
     ErrorRule((openai.APIResponseValidationError, json.JSONDecodeError), "bad_response", _NOT_JSON, False, False),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import collections
 import json
 import threading
+import time
 
 import httpx2
 
 from .fake import CREATED, DEFAULT_MODEL, FakeHandler, FakeModel, prompt_tokens
 from .net import closed_port_url, is_loopback
 from .server import LocalServer, serve
-from .wire import Rejected, cut_stream, error_body, json_response, with_body
+from .wire import CHUNKED, Rejected, cut_stream, error_body, json_response, with_body
 
 FAULTS = {
     "ok": "正常回答（由离线假模型的默认策略作答），用来对照",
@@ -36,13 +37,16 @@ FAULTS = {
     "flaky": "时好时坏：每三个请求里的第三个回 HTTP 503，其余由离线假模型正常回答",
     "unknown_model": "HTTP 400 “Model Not Exist”（DeepSeek 的说法）：模型名不在 /models 的名单里；名单里的名字正常回答",
     "context_length": "token（估算）加上 max_tokens 超过 CONTEXT_LIMIT 时回 HTTP 400（DeepSeek 的原话），否则正常回答",
+    "keepalive": "排队：HTTP 200 之后每 0.2 秒发一个空行（流式请求发 \": keep-alive\" 注释），delay 秒后才给出回答；"
+                 "每一个字节都让读超时重新计时，DeepSeek 负载高时就这样（它的限流说明：最多等 10 分钟）",
     "thinking": "默认开着思考模式：先写 REASONING_TOKENS 个 token 的 reasoning_content，也算在 max_tokens 里，"
                 "不够时 content 为空、finish_reason 是 length；extra_body={\"thinking\": {\"type\": \"disabled\"}} 关掉",
 }
 FLAKY_EVERY = 3  # “时好时坏”每几个请求失败一次
 CONTEXT_LIMIT = 1024  # “上下文超长”的模型能读多少 token（真实模型是几万到上百万）
 REASONING_TOKENS = 600  # “思考模式”每次先写多少 token 的思维链
-MAX_DELAY = 30.0  # “超时”最多拖多少秒
+MAX_DELAY = 30.0  # “超时”“排队”最多拖多少秒
+KEEPALIVE_EVERY = 0.2  # “排队”每隔多少秒发一次保持连接
 # 429/5xx 建议客户端等多久再试：设得很短，演示和测试才快；SDK 优先看更精细的 ms
 _RETRY = {"Retry-After": "0", "retry-after-ms": "20"}
 
@@ -146,6 +150,8 @@ class FaultHandler:
             response = self.ok(request)
             response.headers["connection"] = "close"
             return response
+        if fault == "keepalive":
+            return self._keep_alive(request, body)
         if fault == "connection":  # 真正的“连接被拒绝”用 closed_port_url()；万一走到这里，回完就挂断
             return httpx2.Response(502, content=b"", headers={"connection": "close"})
         if fault in ("html", "not_json"):
@@ -170,6 +176,21 @@ class FaultHandler:
         if fault == "thinking" and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
             return self._think(request, body)
         return self.ok(request)
+
+    def _keep_alive(self, request: httpx2.Request, body: dict) -> httpx2.Response:
+        """先发 delay 秒的保持连接（空行，或流式的 SSE 注释），再把正常的回答发完；服务器关闭时立刻放手。"""
+        answer = self.ok(request)
+        streaming = bool(body.get("stream"))
+        beat = b": keep-alive\n\n" if streaming else b"\n"
+
+        def pieces():
+            end = time.monotonic() + self.delay
+            while time.monotonic() < end and not self.stopping.wait(KEEPALIVE_EVERY):
+                yield beat
+            yield answer.read()
+
+        kind = "text/event-stream" if streaming else "application/json"
+        return httpx2.Response(200, content=pieces(), headers={"content-type": kind, CHUNKED: "1"})
 
     def _think(self, request: httpx2.Request, body: dict) -> httpx2.Response:
         """先拿到不限长度的完整回答，再让思维链先用掉 max_tokens：不够时回答是空的。"""

@@ -25,7 +25,7 @@ from .wire import Rejected, is_stream
 from ..safety.trust import forget_url, trust_url
 
 MAX_BODY = 10_000_000  # 请求体上限（字节）
-_SKIPPED_HEADERS = {"content-length", "transfer-encoding", "connection"}
+_SKIPPED_HEADERS = {"content-length", "transfer-encoding", "connection", "x-harness-chunked"}
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -117,8 +117,11 @@ def sse_chunks(data: bytes) -> tuple[list[dict], bool]:
     return chunks, done
 
 
+CHUNKED = "x-harness-chunked"  # 替身自己的响应头：这个回复边生成边发（本机端点发送前去掉它）
+
+
 def is_stream(response: httpx2.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
+    return response.headers.get("content-type", "").startswith("text/event-stream") or CHUNKED in response.headers
 
 
 def cut_stream(response: httpx2.Response, after: int) -> httpx2.Response:

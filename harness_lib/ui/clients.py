@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import openai
 import pandas as pd
 
-from ..models.errors import RETRY_POLICY, SwitchConfigError, explain_error
+from ..models.errors import CALL_DEADLINE, RETRY_POLICY, SwitchConfigError, explain_error
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
-from ..models.net import is_loopback
+from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
 from ..safety.secrets import NO_KEY, SETTING_PREFIXES
@@ -189,13 +189,16 @@ class PresetClient(openai.OpenAI):
             return super().request(cast_to, options, **kwargs)
 
 
-def real_client(base_url: str, api_key: str, extra_body: dict | None = None) -> PresetClient:
+def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
+                deadline: float = CALL_DEADLINE) -> PresetClient:
     """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
-    OpenAI 的地址上，GPT-5 系列和 o 系列一开始就发 `max_completion_tokens`。"""
+    每次尝试最多 `deadline` 秒收完回复（`DeadlineHttpClient`）；OpenAI 的地址上，GPT-5 系列和 o 系列一开始就发
+    `max_completion_tokens`。"""
     host = (urlsplit(base_url).hostname or "").lower()
     prefixes = COMPLETION_TOKENS_PREFIXES if host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname else ()
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
-                        completion_tokens_prefixes=prefixes, **RETRY_POLICY)
+                        completion_tokens_prefixes=prefixes, http_client=DeadlineHttpClient(seconds=deadline),
+                        **RETRY_POLICY)
 
 
 def client_from_env(environ=os.environ):
