@@ -26,7 +26,7 @@ _PUBLIC = {
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
     **dict.fromkeys(["check_request", "as_dict"], "models.checks"),
     "api_error": "models.wire",
-    "start_server": "models.server",
+    **dict.fromkeys(["start_server", "start_tls_server"], "models.server"),
     **dict.fromkeys(["MAX_TOKENS", "CALL_DEADLINE", "EndpointError", "ERROR_TABLE", "RETRY_POLICY", "call_model", "classify",
                      "explain_error", "from_sdk"], "models.errors"),
     **dict.fromkeys(["accumulate", "collect_stream", "live_preview", "stream_turn"], "models.streaming"),

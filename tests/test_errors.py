@@ -9,6 +9,7 @@
 """
 
 import json
+import ssl
 
 import httpx2
 import openai
@@ -37,7 +38,7 @@ KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 MODEL = "fake-agent-1"
 URL = "https://api.example.com/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "你好"}]
-KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "connection",
+KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "certificate", "connection",
          "bad_response", "no_choices", "stream_cut", "bad_request", "other",
          "balance", "content_filter", "context_length", "request_shape", "stream_error"}  # EndpointError 文档里列的类别
 
@@ -77,8 +78,11 @@ def samples():
     """每行一个例子（离线造的异常），顺序和 ERROR_TABLE 一致（JSON 解析错误、409 在下面走真正的 SDK）。"""
     request = httpx2.Request("POST", URL)
     page = "<html><body>请先登录</body></html>"
+    untrusted = openai.APIConnectionError(request=request)
+    untrusted.__cause__ = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
     return [
         openai.APITimeoutError(request=request),
+        untrusted,
         openai.APIConnectionError(request=request),
         openai.APIResponseValidationError(httpx2.Response(200, request=request, text=page), page),
         *[api_error(status, message, code=code) for status, message, code in PROVIDER_CASES],
@@ -128,7 +132,7 @@ def test_each_row_is_reachable_and_explained():
 
 def test_retry_policy_names_the_retried_rows():
     retried = [rule for rule in ERROR_TABLE if rule.sdk_retries]
-    assert {rule.kind for rule in retried} == {"timeout", "connection", "rate_limit", "server", "other",
+    assert {rule.kind for rule in retried} == {"timeout", "certificate", "connection", "rate_limit", "server", "other",
                                                "request_shape"}
     assert RETRY_POLICY == {"max_retries": 2, "timeout": 60}
 
@@ -196,6 +200,17 @@ def _refuse(request):
     raise httpx2.ConnectError("connection refused", request=request)
 
 
+def _over_untrusted_https():
+    """真正的 HTTPS：证书由一个本机不认识的根证书签发（像换证书的代理）；握手失败，服务器一个请求也没收到。"""
+    from harness_lib.models.server import start_tls_server
+
+    with start_tls_server() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=1)
+        with pytest.raises(Exception) as info:
+            client.chat.completions.create(model=MODEL, messages=MESSAGES)
+        return info.value, 2  # SDK 照样重试一次：两次握手，都在 HTTP 之前失败
+
+
 def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
     broken = [{"role": "tool", "tool_call_id": "call_1", "content": "x"}]  # 没有配对的工具结果：400
     cases = [
@@ -229,6 +244,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("418", "other", _over_mock(_status(418))),
         ("422", "bad_request", _over_mock(_status(422))),
         ("连不上", "connection", _over_mock(_refuse)),
+        ("证书不被信任", "certificate", _over_untrusted_https()),
     ]
     covered = set()
     for label, kind, (exc, requests) in cases:
@@ -509,3 +525,17 @@ def test_placeholder_keys_do_not_smear_the_explanation():
         assert "***" not in text and "Expected" in text and "ollama" in text
     real = "sk-real-key-0123456789abcdef"
     assert real[:12] not in explain_error(api_error(401, f"Incorrect API key provided: {real[:12]}****"), real)
+
+
+def test_the_proxy_certificate_fix_works(monkeypatch):
+    """说明里的办法是真的：把根证书设成 SSL_CERT_FILE，新建的客户端就认这个证书。"""
+    from harness_lib.models.server import start_tls_server
+    from harness_lib.ui.clients import real_client
+
+    with start_tls_server() as server:
+        ask = dict(model="fake-agent-1", messages=MESSAGES, max_tokens=16)
+        with pytest.raises(EndpointError) as info:
+            call_model(real_client(server.base_url, KEY).with_options(max_retries=0), **ask)
+        assert info.value.kind == "certificate" and "SSL_CERT_FILE" in info.value.explanation
+        monkeypatch.setenv("SSL_CERT_FILE", server.ca_file)
+        assert call_model(real_client(server.base_url, KEY).with_options(max_retries=0), **ask).choices

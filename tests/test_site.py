@@ -337,10 +337,10 @@ def test_chinese_text_uses_a_real_chinese_font(server, browser):
 
 
 def test_opened_from_disk_draws_diagrams_without_outside_requests(site, browser):
-    path = site / "notebooks" / "03_one_request.html"
+    path = site / "notebooks" / "04_failure_paths.html"  # 04 有一张 Mermaid 图（四个层次）
     visit = Visit(browser, path.as_uri())
     try:
-        visit.assert_clean("file://…/03_one_request.html")
+        visit.assert_clean("file://…/04_failure_paths.html")
         assert visit.page.locator("pre.mermaid svg").count() >= 1
     finally:
         visit.close()

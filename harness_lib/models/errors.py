@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any, NamedTuple
 
 import openai
@@ -28,7 +29,7 @@ class SwitchConfigError(ValueError):
 
 
 class EndpointError(Exception):
-    """调用模型端点失败。`kind` 是类别名（`ERROR_TABLE` 的一列，另有 stream_cut、stream_error、no_choices），
+    """调用模型端点失败。`kind` 是类别名（`ERROR_TABLE` 的一列，另有 stream_cut、stream_error、no_choices；certificate 是证书校验失败），
     `explanation` 是给学习者看的中文说明，`original` 是 SDK 的原始异常。"""
 
     def __init__(self, kind, explanation, *, original=None):
@@ -99,6 +100,10 @@ ERROR_TABLE = [
     ErrorRule(openai.APITimeoutError, "timeout", f"超时：{{host}} 在规定时间内没有给出完整的回复（每次尝试最多等 {CALL_DEADLINE} 秒，"
               "服务器排队时一直发空行保持连接也算在内）。请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。",
               True, False),
+    ErrorRule(lambda exc: isinstance(exc, openai.APIConnectionError) and certificate_failure(exc), "certificate",
+              "证书校验失败（CERTIFICATE_VERIFY_FAILED）：{host} 出示的证书不是本机信任的机构签发的。校园网、公司网络的代理"
+              "常常这样替换证书。办法：向网络管理员要代理的根证书文件，启动 Jupyter 之前把环境变量 SSL_CERT_FILE 设成它的路径。"
+              "不要关掉证书校验：那样密钥可能被中间人看到。", True, False),
     ErrorRule(openai.APIConnectionError, "connection", "无法连接：连不上 {host}。请检查 base_url 是否写对、"
               "网络或代理是否正常；本地服务（Ollama、vLLM、llama.cpp）请先确认它已经启动。", True, False),
     ErrorRule((openai.APIResponseValidationError, json.JSONDecodeError), "bad_response", _NOT_JSON, False, False),
@@ -177,6 +182,17 @@ ERROR_TABLE = [
     ErrorRule(SwitchConfigError, "other", "{message}", False, False),
     ErrorRule(BaseException, "other", "出错了：{type}: {first_line}", False, False),
 ]
+
+
+def certificate_failure(exc) -> bool:
+    """异常的起因链里有没有证书校验失败（`ssl.SSLCertVerificationError`，或原话里的 CERTIFICATE_VERIFY_FAILED）。"""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def classify(exc) -> ErrorRule:

@@ -2,6 +2,7 @@
 
 - `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障、怪脾气端点也用它）；
 - `start_server()`：提供离线假模型；`ensure_local_server()`：切换器里“本项目的本地端点”，进程内共享一个；
+- `start_tls_server()`：HTTPS 版的假模型端点，证书由一个临时的、谁都不认识的根证书签发（像替换证书的代理）；
 - 命令行 `harness-endpoint [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--verbose]`（同 `python -m`）。
 只用标准库的 `http.server`：HTTP/1.1 keep-alive，流式响应用分块传输编码、每个事件立刻发出，`TCP_NODELAY`。
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import socket
+import ssl
+from pathlib import Path
 import socketserver
 import sys
 import threading
@@ -117,7 +120,8 @@ class LocalServer:
         """`fake=True` 表示背后是确定的假模型：审批据此信任指向它的客户端（safety.trust）。"""
         self._httpd, self._thread, self.handler, self._fake, self.closed = httpd, thread, httpd.handler, fake, False
         self.host, self.port = httpd.server_address[:2]
-        self.origin = f"http://[{self.host}]:{self.port}" if ":" in self.host else f"http://{self.host}:{self.port}"
+        scheme = "https" if isinstance(httpd.socket, ssl.SSLSocket) else "http"
+        self.origin = f"{scheme}://[{self.host}]:{self.port}" if ":" in self.host else f"{scheme}://{self.host}:{self.port}"
         self.base_url = f"{self.origin}/v1"
         if fake:
             trust_url(self.base_url)
@@ -150,9 +154,12 @@ class LocalServer:
 
 
 def serve(handler: Callable, host: str = "127.0.0.1", port: int = 0, *, stream_delay: float = 0.0,
-          verbose: bool = False, fake: bool = False, cls: type = LocalServer) -> LocalServer:
-    """在后台守护线程里提供 `handler` 并立即返回一个 `cls`（默认 `LocalServer`）。"""
+          verbose: bool = False, fake: bool = False, cls: type = LocalServer,
+          tls: ssl.SSLContext | None = None) -> LocalServer:
+    """在后台守护线程里提供 `handler` 并立即返回一个 `cls`（默认 `LocalServer`）；给了 `tls` 就是 HTTPS。"""
     httpd = _HTTPServer((host, port), handler, stream_delay=stream_delay, verbose=verbose)
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                               name=f"harness_lib.endpoint:{httpd.server_address[1]}", daemon=True)
     thread.start()
@@ -165,6 +172,20 @@ def start_server(host: str = "127.0.0.1", port: int = 0, *, api_key: str | None 
     请求必须带上它；`stream_delay` 是流式输出每块之间停顿的秒数（演示用）。"""
     handler = FakeHandler(FakeModel(), api_key=api_key, check_model=True)
     return serve(handler, host, port, stream_delay=stream_delay, verbose=verbose, fake=True)
+
+
+DEMO_TLS = Path(__file__).with_name("demo_tls")  # 演示用的根证书和服务器证书（私钥公开，见那里的 README）
+
+
+def start_tls_server(host: str = "127.0.0.1") -> LocalServer:
+    """HTTPS 版的离线假模型端点。证书由 `demo_tls/ca.pem` 这个演示用的根证书签发，本机不认识它，所以客户端会报
+    CERTIFICATE_VERIFY_FAILED，就像经过一个替换证书的校园网或公司代理。返回的服务器多一个 `ca_file`：
+    那个根证书的路径；把环境变量 SSL_CERT_FILE 设成它，之后新建的客户端就认这个证书。"""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(DEMO_TLS / "server.pem")
+    server = serve(FakeHandler(FakeModel(), check_model=True), host, 0, fake=True, tls=context)
+    server.ca_file = str(DEMO_TLS / "ca.pem")
+    return server
 
 
 _shared: LocalServer | None = None
