@@ -6,7 +6,8 @@ Sphinx + myst-nb 执行并渲染笔记本，主题是 sphinx-book-theme。这里
 - 切换器：myst-nb 用执行时保存的小部件状态画出切换器，脚本是本地的 `embed.js`（npm 包 @jupyter-widgets/html-manager），
   旁边加一句说明：网页上没有内核，点它不会换模型；
 - 每本笔记本的页首：什么时候、怎样执行的，自己怎样运行；
-- 练习一节的开头：说明这里是学生版，练习格没有运行。
+- 练习一节的开头：说明这里是学生版，练习格没有运行；
+- 页首的两个菜单按钮：主题把点击绑错了按钮，`_static/toggles.js` 把它们接上。
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = [str(HERE / "_static"), str(BUILD / "vendor" / "static")]
 html_css_files = ["site.css"]
+html_js_files = ["toggles.js"]  # 页首的 ☰ 和“本页内容”按钮（见文件里的说明）
 html_show_sourcelink = False
 html_copy_source = False  # 不附带源文件：网站用的是加了标签的学生版，要运行请用仓库里的笔记本
 html_last_updated_fmt = None

@@ -344,3 +344,32 @@ def test_opened_from_disk_draws_diagrams_without_outside_requests(site, browser)
         assert visit.page.locator("pre.mermaid svg").count() >= 1
     finally:
         visit.close()
+
+
+def test_the_menu_buttons_open_on_a_phone_and_on_the_desktop(server, browser):
+    """页首看得见的 ☰ 和“本页内容”按钮：手机上点开抽屉（对话框打开），桌面上 ☰ 收起、再点展开左边的侧栏。"""
+    visit = Visit(browser, f"{server}/notebooks/04_failure_paths.html", PHONE)
+    try:
+        page = visit.page
+        for kind, dialog in ((".primary-toggle", "#pst-primary-sidebar-modal"),
+                             (".secondary-toggle", "#pst-secondary-sidebar-modal")):
+            button = page.locator(f"{kind}:visible").first
+            button.click()
+            page.wait_for_function(f"() => document.querySelector('{dialog}').open", timeout=5_000)
+            assert page.locator(f"{dialog} a").count() > 0, f"{dialog} 打开了，里面却没有链接"
+            page.keyboard.press("Escape")
+            page.wait_for_function(f"() => !document.querySelector('{dialog}').open", timeout=5_000)
+        visit.assert_clean("04_failure_paths.html（375 像素）")
+    finally:
+        visit.close()
+    visit = Visit(browser, f"{server}/notebooks/04_failure_paths.html", DESKTOP)
+    try:
+        page, hidden = visit.page, "() => document.querySelector('#pst-primary-sidebar').classList.contains('pst-sidebar-hidden')"
+        assert not page.evaluate(hidden)
+        page.locator(".primary-toggle:visible").first.click()
+        assert page.evaluate(hidden), "桌面上点 ☰ 应当收起左边的侧栏"
+        page.locator(".primary-toggle:visible").first.click()
+        assert not page.evaluate(hidden), "再点一次应当展开"
+        visit.assert_clean("04_failure_paths.html（桌面）")
+    finally:
+        visit.close()
