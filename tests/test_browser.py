@@ -344,6 +344,10 @@ def test_one_request_live_table_and_loop(open_notebook):
             if c["cell_type"] == "code":
                 assert nb.views_in(i).count() <= 1, f"第 {i} 格的输出里有不止一张消息表"
         assert nb.rows_in(view) == 1
+        # JupyterLab 给渲染的表格 table-layout: fixed；消息表按内容分宽度：pos 窄，content 宽
+        widths = nb.views_in(loop_run).first.locator("thead th").evaluate_all(
+            "ths => ths.map(t => t.getBoundingClientRect().width)")
+        assert widths[0] < widths[2] / 2, f"各列应当按内容分宽度，实际 {widths}"
         # 循环那一格的表和手工一步步做出来的表是同一个形状
         loop_rows = nb.rows_in(loop_run)
         assert loop_rows == final_rows == header_count(nb, loop_run)

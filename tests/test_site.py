@@ -373,3 +373,21 @@ def test_the_menu_buttons_open_on_a_phone_and_on_the_desktop(server, browser):
         visit.assert_clean("04_failure_paths.html（桌面）")
     finally:
         visit.close()
+
+
+def test_on_a_phone_the_table_keeps_the_pairing_in_view_and_prints_wrap(server, browser):
+    """375 像素宽：消息表每条消息一张卡片，tool_call_id 那一格在屏幕里，前面写着列名；打印的长句换行，不出右边界。"""
+    visit = Visit(browser, f"{server}/notebooks/04_failure_paths.html", PHONE)
+    try:
+        page = visit.page
+        ids = page.locator('.messages-view td[data-label="tool_call_id"]:has-text("call_")')
+        assert ids.count() > 0
+        cell = ids.first
+        box = page.locator(".messages-view > div[style*='overflow']").first
+        assert page.evaluate("e => e.scrollWidth <= e.clientWidth + 1", box.element_handle()), \
+            "消息表的框在手机上不该需要横向滚动：tool_call_id 会藏在框外"
+        assert page.evaluate("e => getComputedStyle(e, '::before').content", cell.element_handle()).startswith('"tool_call_id')
+        pre = page.locator("div.cell_output .output.stream pre").first
+        assert page.evaluate("e => e.scrollWidth <= e.clientWidth + 1", pre.element_handle()), "打印的文字应当换行"
+    finally:
+        visit.close()

@@ -164,7 +164,8 @@ def messages_html(messages, title: str | None = None) -> str:
             for line in pairing.problems()]
     out.append('<div style="max-height:420px;overflow:auto;border:1px solid #d0d7de;border-radius:6px;'
                'background:#fff"><table style="border-collapse:collapse;width:100%;margin:0;font-size:12.5px;'
-               'color:#1f2328"><thead><tr>' + "".join(f"<th {_TH}>{h}</th>" for h in COLUMNS)
+               # JupyterLab 给渲染出的表格 table-layout: fixed，五列就一样宽；这里按内容分配宽度
+               'color:#1f2328;table-layout:auto"><thead><tr>' + "".join(f"<th {_TH}>{h}</th>" for h in COLUMNS)
                + "</tr></thead><tbody>")
     if not rows:
         out.append(f'<tr><td colspan="5" {_TD}>（还没有消息）</td></tr>')
@@ -173,10 +174,11 @@ def messages_html(messages, title: str | None = None) -> str:
         row = rows[pos]
         role = str(row.get("role", ""))
         calls = _calls_cell(pos, pairing, budget)
+        cells = [f'<span style="color:#57606a">{pos}</span>', f"<b>{escape(role)}</b>",
+                 _cell(text_of(row.get("content")), pos, budget), calls, _id_cell(row, pairing)]
         body.append(f'<tr style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border-bottom:1px solid #e3e6ea">'
-                    f'<td {_TD}><span style="color:#57606a">{pos}</span></td><td {_TD}><b>{escape(role)}</b></td>'
-                    f"<td {_TD}>{_cell(text_of(row.get('content')), pos, budget)}</td><td {_TD}>{calls}</td>"
-                    f"<td {_TD}>{_id_cell(row, pairing)}</td></tr>")
+                    + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(COLUMNS, cells))
+                    + "</tr>")
     out += reversed(body)
     out.append("</tbody></table></div></div>")
     return "".join(out)
