@@ -47,7 +47,7 @@ nb_execution_in_temp = False  # 在笔记本所在的目录里执行，和测试
 # sphinx-build 带着 -W --keep-going，所以别的笔记本照样执行完，最后构建失败
 nb_execution_raise_on_error = False
 nb_execution_show_tb = True
-nb_merge_streams = True
+nb_merge_streams = False  # 打印和表格按它们出现的先后排，不把一格里的打印合到第一块
 # 有小部件的页面用本地的 embed.js 画出保存下来的状态（myst-nb 默认从 CDN 加载 RequireJS 和 embed-amd.js）
 nb_ipywidgets_js = {"vendor/html-manager/embed.js": {}}
 

@@ -391,3 +391,17 @@ def test_on_a_phone_the_table_keeps_the_pairing_in_view_and_prints_wrap(server, 
         assert page.evaluate("e => e.scrollWidth <= e.clientWidth + 1", pre.element_handle()), "打印的文字应当换行"
     finally:
         visit.close()
+
+
+def test_prints_stay_next_to_the_table_they_belong_to(server, browser):
+    """07 里那一格先画表、打印、再画表、再打印：网页上也是这个顺序，不把一格的打印合到第一块里。"""
+    visit = Visit(browser, f"{server}/notebooks/07_endpoint_faults.html", DESKTOP)
+    try:
+        order = visit.page.evaluate("""() => {
+            const cell = [...document.querySelectorAll('div.cell')].find(c => c.textContent.includes('half_way = '));
+            return [...cell.querySelectorAll('.messages-view, .output.stream')].map(e =>
+                e.classList.contains('messages-view') ? 'table' : 'text');
+        }""")
+        assert order == ["table", "text", "table", "text"], order
+    finally:
+        visit.close()
