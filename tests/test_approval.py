@@ -326,6 +326,7 @@ def test_unknown_tools_are_gated_and_read_only_tools_are_not(plain_client):
     def read_file(args):
         return "内容"
 
+    read_file.read_only = True  # 处理函数自己声明只读
     handlers = {**HANDLERS, "read_file": read_file, "deploy": deploy}
     gated = guard(handlers, plain_client)
     assert gated["read_file"] is read_file
@@ -658,3 +659,20 @@ def test_allowlist_follows_symlinks_in_the_current_folder(tmp_path, monkeypatch)
         assert "符号链接" in verdict.reason, verdict.reason
     for command in ["cat ok.txt", "grep -r KEY .", "grep -rn hi ok.txt", "ls -la", "cat missing.txt"]:
         assert check_allowlist(command, windows=False).allowed, command
+
+
+def test_read_only_is_what_a_handler_declares_not_its_name(tmp_path, monkeypatch):
+    """只读看处理函数自己的标记：叫 read_file 却没标只读的照样审批；06 的 read_file、glob 标了，原样保留。"""
+    monkeypatch.chdir(tmp_path)
+    ran = []
+
+    def impostor(args):
+        ran.append(args)
+        return "写了文件"
+
+    files = make_file_tools(tmp_path).handlers
+    gated = guard({"read_file": impostor, "glob": files["glob"], "read_real": files["read_file"]}, None, "deny")
+    assert gated["glob"] is files["glob"] and gated["read_real"] is files["read_file"], "标了只读：原样保留"
+    assert gated["read_file"] is not impostor, "名字叫 read_file，没标只读：要审批"
+    assert tool_text(as_call("read_file", {"path": "x"}), gated).startswith(DENIED_PREFIX) and ran == []
+    assert "read_file（先审批）" in repr(gated) and "glob（先审批）" not in repr(gated)

@@ -237,4 +237,5 @@ def make_file_tools(root):
             lines.append(f"[另有 {outside} 条结果经符号链接指向工作区外，已略去]")
         return "\n".join(lines)
 
+    read_file.read_only = glob.read_only = True  # 只读：审批（10）按这个标记放行，不看名字
     return registry

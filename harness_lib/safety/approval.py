@@ -18,7 +18,12 @@ ENV_VAR = "HARNESS_APPROVAL"
 POLICIES = ("auto", "ask", "allowlist", "allow", "deny")
 PROMPT = "y 批准 / n 原因 拒绝 / a 以后都允许同样的调用："
 MAX_TRIES = 3  # 答复看不懂时最多问几次
-READ_ONLY_TOOLS = frozenset({"read_file", "glob"})  # 只读的工具：不审批，原样保留
+
+
+def read_only(handler) -> bool:
+    """处理函数自己声明只读（`handler.read_only = True`，06 的 `read_file`、`glob` 这样标）：不审批，原样保留。
+    看的是处理函数的标记，不是工具名：另一个叫 `read_file` 的处理函数照样要审批。"""
+    return getattr(handler, "read_only", False) is True
 _WORDS = {"y": "y", "yes": "y", "是": "y", "批准": "y", "n": "n", "no": "n", "否": "n", "拒绝": "n",
           "a": "a", "always": "a", "总是": "a"}
 
@@ -164,7 +169,7 @@ def decide(command, *, policy=None, ask=None) -> Verdict:
 
 
 class Guarded(Mapping):
-    """`guard` 交回的分发表：会运行程序或改动文件的工具先审批，`read_file`、`glob` 原样保留。
+    """`guard` 交回的分发表：会运行程序或改动文件的工具先审批，声明了只读的处理函数（`read_only`）原样保留。
     不能修改（后加的处理函数会绕过审批）。`always_allowed()` 列出答过 `a` 的调用，`forget()` 清空它们。"""
 
     def __init__(self, handlers, client, policy, ask=None, denied=None):
@@ -172,7 +177,7 @@ class Guarded(Mapping):
         self.policy = None if isinstance(policy, Verdict) else policy  # None：环境变量写错，一律拒绝
         self._policy, self._ask, self._source = policy, ask, _source(client)
         self._memory: dict[tuple, str] = {}
-        self._handlers = {name: handler if name in READ_ONLY_TOOLS else self._wrap(name, handler)
+        self._handlers = {name: handler if read_only(handler) else self._wrap(name, handler)
                           for name, handler in handlers.items()}
 
     def _wrap(self, tool, handler):
@@ -200,7 +205,7 @@ class Guarded(Mapping):
         """同样的策略、同一份记忆的一张表，只是拒绝时抛出 `denied`（循环要的是数据，不是文字）。"""
         twin = copy.copy(self)
         twin._denied = denied
-        twin._handlers = {name: handler if name in READ_ONLY_TOOLS else twin._wrap(name, handler.__wrapped__)
+        twin._handlers = {name: handler if read_only(handler) else twin._wrap(name, handler.__wrapped__)
                           for name, handler in self._handlers.items()}
         return twin
 
@@ -211,7 +216,7 @@ class Guarded(Mapping):
         self._memory.clear()
 
     def __repr__(self) -> str:
-        tools = "、".join(name if name in READ_ONLY_TOOLS else f"{name}（先审批）" for name in self._handlers)
+        tools = "、".join(name if read_only(h) else f"{name}（先审批）" for name, h in self._handlers.items())
         return f"Guarded({tools}；策略：{self.policy or '环境变量写错，一律拒绝'}；客户端：{self._source})"
 
 
