@@ -208,7 +208,10 @@ class FakeHandler:
 
 class FakeClient(OfflineClient):
     """离线假模型：一个真正的 `openai.OpenAI`，请求不出本进程，由 `FakeModel` 作答。SDK 的自动重试关掉，
-    脚本里的每一项正好对应一次请求；`with_options(...)` 得到的副本共用同一个假模型。"""
+    脚本里的每一项正好对应一次请求；`with_options(...)` 得到的副本共用同一个假模型。
+    `stands_in`：它在替所选模型作答（【脚本示范】），`Chat` 和 `run_loop` 换上它时设成 True。"""
+
+    stands_in = False
 
     def __init__(self, script: Iterable[Any] | None = None, *, model: str = DEFAULT_MODEL, **options: Any):
         copied = isinstance(options.get("http_client"), OfflineHTTP)  # SDK 复制出的副本沿用原来的线路

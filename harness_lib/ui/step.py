@@ -104,7 +104,7 @@ class Step:
 def _scripted_client(script: Any) -> FakeClient:
     """替所选模型演示的假模型（不写脚本时用默认策略）；标记它，后面的步骤用它时也标上【脚本示范】。"""
     fake = script if isinstance(script, FakeClient) else FakeClient(script=script)
-    fake._stands_in = True
+    fake.stands_in = True
     return fake
 
 
@@ -113,7 +113,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     `"tools"`、`"bash"` 或一个判断助手消息的函数；没出现时由假模型按 `script`（回复列表或 `FakeClient`）作答。"""
     kwargs.setdefault("max_tokens", MAX_TOKENS)
     label = SCRIPTED if isinstance(client, FakeClient) and (client.script_remaining is not None  # 脚本模式，或替过别人
-                                                            or getattr(client, "_stands_in", False)) else ""
+                                                            or client.stands_in) else ""
     said, live, response, error = [], None, None, None
     try:
         response = call_model(client, **kwargs)  # 回复不是 JSON、没有 choices，它也抛 EndpointError
