@@ -405,3 +405,15 @@ def test_prints_stay_next_to_the_table_they_belong_to(server, browser):
         assert order == ["table", "text", "table", "text"], order
     finally:
         visit.close()
+
+
+def test_the_start_page_table_fits_a_phone(server, browser):
+    """首页的笔记本表格在 375 像素宽时不横向溢出，“内容”一列至少有几个字宽。"""
+    visit = Visit(browser, f"{server}/index.html", PHONE)
+    try:
+        table = visit.page.locator("article table.table").first
+        assert visit.page.evaluate("t => t.getBoundingClientRect().right <= window.innerWidth + 1", table.element_handle())
+        widths = table.locator("thead th").evaluate_all("ths => ths.map(t => t.getBoundingClientRect().width)")
+        assert len(widths) == 3 and min(widths) >= 60, widths
+    finally:
+        visit.close()
