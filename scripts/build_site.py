@@ -38,6 +38,8 @@ from pathlib import Path
 
 import nbformat
 
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"  # 同 scripts/export_lesson.py、tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "site"
 BUILD = ROOT / "_build"
@@ -137,7 +139,7 @@ def student_notebooks(into: Path) -> list[Path]:
     """学生版：和 make release 同一条命令（nbgrader 去掉参考答案和隐藏测试）。"""
     subprocess.run([sys.executable, str(ROOT / "coursework" / "course.py"), "release", "--out", str(into)],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    found = sorted(into.glob("[0-9][0-9]_*.ipynb"))
+    found = sorted(into.glob(NOTEBOOK_GLOB))
     if not found:
         raise SystemExit("学生版里没有笔记本：coursework/course.py release 没有生成任何文件")
     return found
@@ -222,7 +224,7 @@ def glossary() -> str:
 def _inputs_fingerprint() -> str:
     """学生版笔记本由这些文件决定：都没变就不再调用 nbgrader（它要十来秒）。"""
     digest = hashlib.sha256()
-    files = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) + [
+    files = sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)) + [
         ROOT / "coursework" / "course.py", Path(__file__).resolve(), RECORDING, RECORDING.with_suffix(".json")]
     for path in files:
         digest.update(path.name.encode())

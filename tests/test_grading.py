@@ -20,7 +20,7 @@ from harness_lib.lesson import tools as lesson_tools
 from harness_lib.safety import runner
 from harness_lib.safety.grading import assert_own_work, delegations
 
-from conftest import ROOT
+from conftest import ROOT, notebook_paths
 
 W = Workspace  # 别名
 
@@ -214,7 +214,7 @@ NOTHING_TO_DELEGATE = {
     "07-ex3-tests": "算出重试前要等多久：harness_lib 把重试交给 SDK，没有这样的函数",
     "10-ex2-tests": "把拒绝和命令配成对：库里没有这样的函数，消息表只显示截短的预览",
 }
-ALL_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ALL_NOTEBOOKS = [p.stem for p in notebook_paths()]
 
 
 @pytest.mark.parametrize("name", ALL_NOTEBOOKS)

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from conftest import NOTEBOOKS
+from conftest import NOTEBOOKS, notebook_paths
 
 MAIN_LINE = ["00_setup", "01_model_only_proposes", "02_each_turn", "03_one_request", "04_failure_paths",
              "05_limits", "06_five_tools"]
@@ -117,7 +117,7 @@ def test_no_second_loop_in_02():
 
 def test_approval_answers_are_explained_only_in_10():
     """y / n / a 怎样回答审批，只在 10 里讲。"""
-    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+    for path in notebook_paths():
         if path.name.startswith("10_"):
             continue
         text = "\n".join(_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
