@@ -55,10 +55,11 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           refs=(_GH + "ollama/ollama-vscode/pull/20",)),
     Quirk("deepseek_thinking", "DeepSeek（思考模式）", "回复带 reasoning_content；带工具调用的那轮助手消息，之后每次请求都要原样带着它，否则 400。",
           "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
-          versions="DeepSeek API 的 V4 模型（deepseek-v4-flash、deepseek-v4-pro），思考模式默认开启；"
-                   "已下线的 deepseek-reasoner 的规矩相反（要求删掉 reasoning_content）",
+          versions="DeepSeek API 现行的 deepseek-flash（V4.1；deepseek-v4-flash 是旧名，据报告 v4-pro 自 2026-09-14 起"
+                   "转到 V4.1 Flash，未在官方文档逐字核实），思考模式默认开启；已下线的 deepseek-reasoner 在工具循环里"
+                   "也回过同样的 400（continue#11285、cherry-studio#11751，2025-12 至 2026-03 的报告）",
           refs=("https://api-docs.deepseek.com/zh-cn/guides/thinking_mode",
-                "https://api-docs.deepseek.com/zh-cn/guides/reasoning_model")),
+                _GH + "continuedev/continue/issues/11285", _GH + "CherryHQ/cherry-studio/issues/11751")),
     Quirk("dashscope_tool_rule", "阿里云百炼",
           "每个 tool_call_id 都要有 tool 消息紧跟在后面，tool 消息前面必须是带 tool_calls 的助手消息；措辞是百炼自己的。",
           _GH + "agentscope-ai/agentscope/issues/772",

@@ -68,13 +68,15 @@ PRESETS = [
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400；"
                     "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传，它们只能流式调用"),
     # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ），
-    # base_url 不带 /v1；思维链算在 max_tokens 里（https://api-docs.deepseek.com/guides/thinking_mode ），所以关掉思考。
+    # base_url 不带 /v1。思维链也占 max_tokens：现行文档只对已下线的 deepseek-reasoner 写明
+    # （https://api-docs.deepseek.com/guides/thinking_mode ，2026-12-01 核对），所以关掉思考更稳。
     Preset("deepseek", "DeepSeek", "https://api.deepseek.com", "deepseek-flash",
            source="https://api-docs.deepseek.com/zh-cn/quick_start/pricing", checked=PRESETS_CHECKED,
            extra_body={"thinking": {"type": "disabled"}},
-           thinking="DeepSeek 默认开着思考模式，思维链也算在 max_tokens 里；预设每次传 thinking={\"type\": \"disabled\"} 关掉它"),
-    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用（第三方按弃用页整理：https://dev.to/max_bob/openai-api-deprecations-
-    # 2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm ）；替代模型默认就思考，这里没有换过去。
+           thinking="DeepSeek 默认开着思考模式，思维链可能占掉 max_tokens（文档只对旧模型写明）；预设每次传 thinking={\"type\": \"disabled\"} 关掉它"),
+    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用——只找到第三方按弃用页的整理（https://dev.to/max_bob/openai-api-deprecations-
+    # 2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm ），未在 OpenAI 的页面上逐字核实（2026-12-01）；
+    # 替代的 GPT-5 系列默认就思考，512 个 token 够不够没有核实，这里没有换过去（它们的 max_completion_tokens 已经处理好）。
     Preset("openai", "OpenAI", DEFAULT_OPENAI_BASE_URL, "gpt-4o-mini",
            source="https://developers.openai.com/api/docs/deprecations", checked=PRESETS_CHECKED, retires="2027-01-14"),
     # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23），不思考。
@@ -83,7 +85,8 @@ PRESETS = [
     # 智谱：免费模型 glm-4-flash-250414（不思考）；旧写法 glm-4-flash 现在还认不认，文档里没有找到。
     Preset("zhipu", "智谱 GLM", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414",
            source="https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414", checked=PRESETS_CHECKED),
-    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 在免费模型里（https://huasheng.ai/insights/siliconflow-api-guide ），不思考。
+    # 硅基流动：Qwen/Qwen2.5-7B-Instruct 不思考；“在免费模型里”只有第三方的说法（https://huasheng.ai/insights/siliconflow-api-guide ），
+    # 未在硅基流动官方的模型页上核实（2026-12-01）。
     Preset("siliconflow", "硅基流动 SiliconFlow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct",
            source="https://www.siliconflow.cn/models", checked=PRESETS_CHECKED),
     Preset("ollama", "本地 Ollama", "http://localhost:11434/v1", "qwen2.5:7b", needs_key=False),
