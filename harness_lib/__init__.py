@@ -43,7 +43,7 @@ _PUBLIC = {
     "trusted": "safety.trust",
     **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
     # ui：看得见的部分
-    "model_switch": "ui.switch",
+    **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
     **dict.fromkeys(["client_from_env", "quirk_table", "real_client"], "ui.clients"),
     **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),

@@ -11,6 +11,7 @@ import time
 import ipywidgets as widgets
 import openai
 import pandas as pd
+from IPython import get_ipython
 from traitlets import Unicode
 
 from ..models.errors import SwitchConfigError, classify, explain_error
@@ -249,7 +250,26 @@ class ModelSwitch:
         return {**bundle, "text/plain": repr(self)}
 
 
+def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
+    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
+    stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    head = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
+    lines = [redact(line) for line in [head, "  " + explain_error(value), "", *stb]]
+    shell._showtraceback(etype, redact(str(value)), lines)  # IPython 不管返回值，所以自己显示
+    return lines
+
+
+def explain_uncaught_errors(shell=None) -> bool:
+    """没被接住的 openai SDK 异常先显示中文说明，再是调用栈（异常本身不变）；不在 IPython 里时返回 False。"""
+    shell = shell if shell is not None else get_ipython()
+    if shell is None or not hasattr(shell, "set_custom_exc"):
+        return False
+    shell.set_custom_exc((openai.APIError,), _show_with_explanation)
+    return True
+
+
 def model_switch(environ=None) -> ModelSwitch:
-    """建一个模型切换器（`environ` 默认 `os.environ`）。它不改动 IPython：没被接住的异常照常显示；
-    `EndpointError` 自己带着简短的中文显示（`_render_traceback_`），SDK 的原始异常用 `explain_error(err)` 看说明。"""
+    """建一个模型切换器（`environ` 默认 `os.environ`），顺带装上 `explain_uncaught_errors`：没被接住的 openai 异常
+    先显示打了码的中文说明（服务商回显的密钥片段不会留在输出里），再是原来的调用栈。"""
+    explain_uncaught_errors()
     return ModelSwitch(environ=environ)
