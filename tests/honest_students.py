@@ -1,0 +1,1814 @@
+'''老实的学生：每道练习两份照题目写的、风格不同的正确答案，一份有一处看似合理、却违背题目的错。
+
+只看学生版（题目和看得见的测试）写成，没有看参考答案和隐藏测试。`tests/test_honest_students.py`
+通过真实的沙盒评分批改它们。
+'''
+
+ANSWERS = {}
+
+# ---------------------------------------------------------------- 00
+
+ANSWERS["00-ex1-solution"] = {
+    "style_a": '''
+def count_roles(messages):
+    counts = {}
+    for m in messages:
+        role = m["role"] if isinstance(m, dict) else m.role
+        counts[role] = counts.get(role, 0) + 1
+    return counts
+''',
+    "style_b": '''
+from collections import Counter
+
+
+def _role_of(message):
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role")
+
+
+def count_roles(messages):
+    return dict(Counter(_role_of(m) for m in messages))
+''',
+    # bug: only dicts work; SDK message objects (which the statement names) crash
+    "bug": '''
+def count_roles(messages):
+    counts = {}
+    for m in messages:
+        counts[m["role"]] = counts.get(m["role"], 0) + 1
+    return counts
+''',
+}
+
+ANSWERS["00-ex2-solution"] = {
+    "style_a": '''
+def last_reply(messages):
+    for m in reversed(list(messages)):
+        role = m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
+        content = m.get("content") if isinstance(m, dict) else getattr(m, "content", None)
+        if role == "assistant" and isinstance(content, str) and content.strip():
+            return content
+    return None
+''',
+    "style_b": '''
+def _field(msg, name):
+    if isinstance(msg, dict):
+        return msg.get(name)
+    return getattr(msg, name, None)
+
+
+def last_reply(messages):
+    found = None
+    for msg in messages:
+        text = _field(msg, "content")
+        if _field(msg, "role") != "assistant" or not isinstance(text, str):
+            continue
+        if text.strip() != "":
+            found = text
+    return found
+''',
+    # bug: whitespace-only content counts as text
+    "bug": '''
+def last_reply(messages):
+    for m in reversed(list(messages)):
+        role = m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
+        content = m.get("content") if isinstance(m, dict) else getattr(m, "content", None)
+        if role == "assistant" and isinstance(content, str) and content:
+            return content
+    return None
+''',
+}
+
+# ---------------------------------------------------------------- 01
+
+ANSWERS["01-ex1-solution"] = {
+    "style_a": '''
+def who_carried(messages):
+    proposed = set()
+    for m in messages:
+        if m.get("role") == "tool" and m.get("tool_call_id") in proposed:
+            return "执行框架"
+        for call in m.get("tool_calls") or []:
+            proposed.add(call.get("id"))
+    seen_assistant = False
+    for m in messages:
+        if m.get("role") == "assistant":
+            seen_assistant = True
+        elif m.get("role") == "user" and seen_assistant:
+            return "你"
+    return "没有人"
+''',
+    "style_b": '''
+def _harness_ran(msgs):
+    for i, msg in enumerate(msgs):
+        if msg.get("role") != "tool":
+            continue
+        earlier_ids = {c.get("id") for prev in msgs[:i] for c in (prev.get("tool_calls") or [])}
+        if msg.get("tool_call_id") in earlier_ids:
+            return True
+    return False
+
+
+def _user_pasted(msgs):
+    roles = [msg.get("role") for msg in msgs]
+    if "assistant" not in roles:
+        return False
+    return "user" in roles[roles.index("assistant") + 1:]
+
+
+def who_carried(messages):
+    msgs = list(messages)
+    if _harness_ran(msgs):
+        return "执行框架"
+    return "你" if _user_pasted(msgs) else "没有人"
+''',
+    # bug: any tool message counts, without checking that its id matches an earlier call
+    "bug": '''
+def who_carried(messages):
+    if any(m.get("role") == "tool" for m in messages):
+        return "执行框架"
+    seen_assistant = False
+    for m in messages:
+        if m.get("role") == "assistant":
+            seen_assistant = True
+        elif m.get("role") == "user" and seen_assistant:
+            return "你"
+    return "没有人"
+''',
+}
+
+ANSWERS["01-ex2-solution"] = {
+    "style_a": '''
+def needs_harness(response):
+    if isinstance(response, dict):
+        choices = response.get("choices") or []
+        if not choices:
+            return False
+        message = choices[0].get("message") or {}
+        return bool(message.get("tool_calls"))
+    choices = response.choices or []
+    if not choices:
+        return False
+    return bool(choices[0].message.tool_calls)
+''',
+    "style_b": '''
+def _get(obj, key):
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def needs_harness(response):
+    try:
+        message = _get(_get(response, "choices")[0], "message")
+    except (IndexError, TypeError):
+        return False
+    calls = _get(message, "tool_calls") if message is not None else None
+    return calls is not None and len(calls) > 0
+''',
+    # bug: trusts finish_reason, which the statement says is unreliable
+    "bug": '''
+def needs_harness(response):
+    choices = response.get("choices") if isinstance(response, dict) else response.choices
+    if not choices:
+        return False
+    first = choices[0]
+    reason = first.get("finish_reason") if isinstance(first, dict) else first.finish_reason
+    return reason == "tool_calls"
+''',
+}
+
+# ---------------------------------------------------------------- 02
+
+ANSWERS["02-ex1-solution"] = {
+    "style_a": '''
+def _g(m, key):
+    return m.get(key) if isinstance(m, dict) else getattr(m, key, None)
+
+
+def _call_id(call):
+    return call.get("id") if isinstance(call, dict) else call.id
+
+
+def next_step(messages):
+    messages = list(messages)
+    last_with_calls = None
+    for i, m in enumerate(messages):
+        if _g(m, "role") == "assistant" and _g(m, "tool_calls"):
+            last_with_calls = i
+    if last_with_calls is not None:
+        wanted = [_call_id(c) for c in _g(messages[last_with_calls], "tool_calls")]
+        answered = {_g(m, "tool_call_id") for m in messages[last_with_calls + 1:] if _g(m, "role") == "tool"}
+        if any(cid not in answered for cid in wanted):
+            return "执行工具"
+    if messages and _g(messages[-1], "role") == "assistant" and not _g(messages[-1], "tool_calls"):
+        return "结束"
+    return "调用模型"
+''',
+    "style_b": '''
+def next_step(messages):
+    def field(m, key):
+        if isinstance(m, dict):
+            return m.get(key)
+        return getattr(m, key, None)
+
+    replies = set()
+    # walk backwards: tool replies are collected until we meet the last assistant message with calls
+    for m in reversed(messages):
+        if field(m, "role") == "tool":
+            replies.add(field(m, "tool_call_id"))
+            continue
+        calls = field(m, "tool_calls") if field(m, "role") == "assistant" else None
+        if calls:
+            ids = {c["id"] if isinstance(c, dict) else c.id for c in calls}
+            if not ids <= replies:
+                return "执行工具"
+            break
+    if not messages:
+        return "调用模型"
+    last = messages[-1]
+    if field(last, "role") == "assistant" and not field(last, "tool_calls"):
+        return "结束"
+    return "调用模型"
+''',
+    # bug: only looks at the very last message, so a partly answered turn asks the model again
+    "bug": '''
+def next_step(messages):
+    if not messages:
+        return "调用模型"
+    last = messages[-1]
+    role = last.get("role") if isinstance(last, dict) else last.role
+    calls = last.get("tool_calls") if isinstance(last, dict) else getattr(last, "tool_calls", None)
+    if role == "assistant" and calls:
+        return "执行工具"
+    if role == "assistant":
+        return "结束"
+    return "调用模型"
+''',
+}
+
+ANSWERS["02-ex2-solution"] = {
+    "style_a": '''
+def split_turns(messages):
+    turns = []
+    current = None
+    for m in messages:
+        role = m["role"] if isinstance(m, dict) else m.role
+        if role == "assistant":
+            current = [m]
+            turns.append(current)
+        elif role == "tool" and current is not None:
+            current.append(m)
+        else:
+            current = None
+    return turns
+''',
+    "style_b": '''
+def _role(message):
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def split_turns(messages):
+    out = []
+    i, n = 0, len(messages)
+    while i < n:
+        if _role(messages[i]) != "assistant":
+            i += 1
+            continue
+        j = i + 1
+        while j < n and _role(messages[j]) == "tool":
+            j += 1
+        out.append(list(messages[i:j]))
+        i = j
+    return out
+''',
+    # bug: a user/system message does not close the turn, so later tool messages join the previous turn
+    "bug": '''
+def split_turns(messages):
+    turns = []
+    for m in messages:
+        role = m["role"] if isinstance(m, dict) else m.role
+        if role == "assistant":
+            turns.append([m])
+        elif role == "tool" and turns:
+            turns[-1].append(m)
+    return turns
+''',
+}
+
+ANSWERS["02-ex3-solution"] = {
+    "style_a": '''
+import json
+
+from harness_lib import DENIED_PREFIX
+
+
+def execute_if_allowed(tool_call, check, handler):
+    try:
+        args = json.loads(tool_call.function.arguments)
+    except Exception as exc:
+        return f"错误（调用解析失败）：arguments 不是合法的 JSON：{exc}"
+    if not isinstance(args, dict):
+        return "错误（调用解析失败）：arguments 应当是 JSON 对象"
+    command = args.get("command")
+    if not isinstance(command, str):
+        return "错误（调用解析失败）：缺少字符串参数 command"
+    try:
+        verdict = check(command)
+    except Exception as exc:
+        return f"{DENIED_PREFIX}检查出错，按拒绝处理：{type(exc).__name__}: {exc}"
+    if verdict is not None:
+        return verdict
+    try:
+        return handler(command)
+    except Exception as exc:
+        return f"错误（工具结果失败）：{type(exc).__name__}: {exc}"
+''',
+    "style_b": '''
+import json
+
+from harness_lib import DENIED_PREFIX
+
+PARSE = "错误（调用解析失败）："
+FAILED = "错误（工具结果失败）："
+
+
+class _Stop(Exception):
+    pass
+
+
+def _command_of(raw):
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _Stop(PARSE + f"无法解析：{exc}")
+    if type(value) is not dict or type(value.get("command")) is not str:
+        raise _Stop(PARSE + "需要一个带字符串 command 的 JSON 对象")
+    return value["command"]
+
+
+def _refusal(check, command):
+    try:
+        return check(command)
+    except Exception as exc:
+        return DENIED_PREFIX + "检查本身出错：" + repr(exc)
+
+
+def execute_if_allowed(tool_call, check, handler):
+    try:
+        command = _command_of(tool_call.function.arguments)
+    except _Stop as stop:
+        return str(stop)
+    refusal = _refusal(check, command)
+    if refusal is None:
+        try:
+            result = handler(command)
+        except Exception as exc:
+            result = FAILED + repr(exc)
+        return result
+    return refusal
+''',
+    # bug: check and handler share one try, so a crashing check is reported as a tool failure
+    "bug": '''
+import json
+
+from harness_lib import DENIED_PREFIX
+
+
+def execute_if_allowed(tool_call, check, handler):
+    try:
+        args = json.loads(tool_call.function.arguments)
+    except Exception as exc:
+        return f"错误（调用解析失败）：{exc}"
+    if not isinstance(args, dict) or not isinstance(args.get("command"), str):
+        return "错误（调用解析失败）：缺少字符串参数 command"
+    command = args["command"]
+    try:
+        verdict = check(command)
+        if verdict is not None:
+            return verdict
+        return handler(command)
+    except Exception as exc:
+        return f"错误（工具结果失败）：{exc}"
+''',
+}
+
+# ---------------------------------------------------------------- 03
+
+ANSWERS["03-ex1-solution"] = {
+    "style_a": '''
+def _get(obj, key):
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def pairing_report(messages):
+    messages = list(messages)
+    unanswered, orphans, proposed = [], [], set()
+    for i, m in enumerate(messages):
+        if _get(m, "role") == "tool":
+            if _get(m, "tool_call_id") not in proposed:
+                orphans.append(_get(m, "tool_call_id"))
+            continue
+        for call in _get(m, "tool_calls") or []:
+            cid = _get(call, "id")
+            proposed.add(cid)
+            later = [_get(x, "tool_call_id") for x in messages[i + 1:] if _get(x, "role") == "tool"]
+            if cid not in later:
+                unanswered.append(cid)
+    return {"unanswered": unanswered, "orphans": orphans}
+''',
+    "style_b": '''
+def pairing_report(messages):
+    def attr(obj, key):
+        if isinstance(obj, dict):
+            return obj.get(key)
+        return getattr(obj, key, None)
+
+    waiting = {}        # call id -> order of proposal, still without a reply
+    ever_proposed = set()
+    orphans = []
+    for n, msg in enumerate(messages):
+        if attr(msg, "role") == "tool":
+            cid = attr(msg, "tool_call_id")
+            if cid in ever_proposed:
+                waiting.pop(cid, None)
+            else:
+                orphans.append(cid)
+        else:
+            for k, call in enumerate(attr(msg, "tool_calls") or ()):
+                cid = attr(call, "id")
+                ever_proposed.add(cid)
+                waiting[cid] = (n, k)
+    return {"unanswered": sorted(waiting, key=waiting.get), "orphans": orphans}
+''',
+    # bug: ignores order: a reply anywhere (even before the call) counts, and a tool message whose call comes later
+    # is not an orphan
+    "bug": '''
+def pairing_report(messages):
+    def attr(obj, key):
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    calls = [attr(c, "id") for m in messages for c in (attr(m, "tool_calls") or [])]
+    replies = [attr(m, "tool_call_id") for m in messages if attr(m, "role") == "tool"]
+    return {"unanswered": [c for c in calls if c not in replies],
+            "orphans": [r for r in replies if r not in calls]}
+''',
+}
+
+ANSWERS["03-ex2-solution"] = {
+    "style_a": '''
+import json
+
+
+def dispatch(tool_call, handlers):
+    name = tool_call.function.name
+    handler = handlers.get(name)
+    if handler is None:
+        return f"错误：没有名为 {name} 的工具"
+    args = json.loads(tool_call.function.arguments)
+    return handler(args)
+''',
+    "style_b": '''
+import json
+
+
+def _unknown(name, handlers):
+    return "错误：未知工具 " + repr(name) + "，可用的有：" + "、".join(handlers)
+
+
+def dispatch(tool_call, handlers):
+    fn = tool_call.function
+    if fn.name not in handlers:
+        return _unknown(fn.name, handlers)
+    parsed = json.loads(fn.arguments or "{}")
+    out = handlers[fn.name](parsed)
+    return out
+''',
+    # bug: parses the arguments before looking up the tool, so an unknown tool with bad JSON raises
+    "bug": '''
+import json
+
+
+def dispatch(tool_call, handlers):
+    name = tool_call.function.name
+    args = json.loads(tool_call.function.arguments)
+    if name not in handlers:
+        return f"错误：没有名为 {name} 的工具"
+    return handlers[name](args)
+''',
+}
+
+ANSWERS["03-ex3-solution"] = {
+    "style_a": '''
+def rebuild_assistant(message):
+    result = {"role": message.role}
+    calls = message.tool_calls or []
+    if calls:
+        result["tool_calls"] = [
+            {"id": c.id, "type": c.type,
+             "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in calls
+        ]
+    if message.content is not None:
+        result["content"] = message.content
+    elif not calls:
+        result["content"] = ""
+    return result
+''',
+    "style_b": '''
+def _one_call(call):
+    function = {}
+    function["name"] = call.function.name
+    function["arguments"] = call.function.arguments
+    return {"id": call.id, "type": call.type, "function": function}
+
+
+def rebuild_assistant(message):
+    out = {}
+    out["role"] = message.role
+    has_calls = bool(message.tool_calls)
+    text = message.content
+    if text is None and not has_calls:
+        text = ""
+    if text is not None:
+        out["content"] = text
+    if has_calls:
+        out["tool_calls"] = list(map(_one_call, message.tool_calls))
+    return out
+''',
+    # bug: always writes content ("" when None), even when there are calls
+    "bug": '''
+def rebuild_assistant(message):
+    result = {"role": message.role, "content": message.content if message.content is not None else ""}
+    if message.tool_calls:
+        result["tool_calls"] = [
+            {"id": c.id, "type": c.type,
+             "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in message.tool_calls
+        ]
+    return result
+''',
+}
+
+# ---------------------------------------------------------------- 04
+
+ANSWERS["04-ex1-solution"] = {
+    "style_a": '''
+def patch_unanswered(messages):
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    out = []
+    pending = []
+    for m in messages:
+        if pending and m.get("role") != "tool":
+            out.extend(pending)
+            pending = []
+        out.append(dict(m))
+        if m.get("role") == "assistant":
+            for call in m.get("tool_calls") or []:
+                if call["id"] not in answered:
+                    pending.append({"role": "tool", "tool_call_id": call["id"],
+                                    "content": "错误（执行授权失败）：执行框架决定不补跑这个调用，它没有执行。"})
+    out.extend(pending)
+    return out
+''',
+    "style_b": '''
+import copy
+
+_LABEL = "错误（执行授权失败）："
+
+
+def _placeholder(call_id):
+    return {"role": "tool", "tool_call_id": call_id,
+            "content": _LABEL + "上次运行在这里中断，这个调用没有执行；执行框架不会补跑它。"}
+
+
+def patch_unanswered(messages):
+    src = copy.deepcopy(list(messages))
+    result = []
+    i = 0
+    while i < len(src):
+        msg = src[i]
+        result.append(msg)
+        i += 1
+        if msg.get("role") != "assistant" or not msg.get("tool_calls"):
+            continue
+        replied = set()
+        while i < len(src) and src[i].get("role") == "tool":
+            replied.add(src[i].get("tool_call_id"))
+            result.append(src[i])
+            i += 1
+        result.extend(_placeholder(c["id"]) for c in msg["tool_calls"] if c["id"] not in replied)
+    return result
+''',
+    # bug: placeholders go right after the assistant message, before the tool messages it already has
+    "bug": '''
+def patch_unanswered(messages):
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    out = []
+    for m in messages:
+        out.append(dict(m))
+        for call in m.get("tool_calls") or []:
+            if call["id"] not in answered:
+                out.append({"role": "tool", "tool_call_id": call["id"],
+                            "content": "错误（执行授权失败）：这个调用没有执行。"})
+    return out
+''',
+}
+
+ANSWERS["04-ex2-solution"] = {
+    "style_a": '''
+TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+         "array": (list,), "object": (dict,), "null": (type(None),)}
+
+
+def validate_args(args, schema):
+    if not isinstance(args, dict):
+        return [f"参数应当是对象（dict），实际是 {type(args).__name__}"]
+    errors = []
+    for field in schema.get("required") or []:
+        if field not in args:
+            errors.append(f"缺少必填字段 {field}")
+    for field, spec in (schema.get("properties") or {}).items():
+        if field not in args or "type" not in spec or spec["type"] not in TYPES:
+            continue
+        value = args[field]
+        ok = isinstance(value, TYPES[spec["type"]])
+        if isinstance(value, bool) and spec["type"] != "boolean":
+            ok = False
+        if not ok:
+            errors.append(f"字段 {field} 应当是 {spec['type']}，实际是 {type(value).__name__}")
+    return errors
+''',
+    "style_b": '''
+def _matches(kind, value):
+    if kind == "string":
+        return type(value) is str
+    if kind == "integer":
+        return type(value) is int
+    if kind == "number":
+        return type(value) in (int, float)
+    if kind == "boolean":
+        return type(value) is bool
+    if kind == "array":
+        return type(value) is list
+    if kind == "object":
+        return type(value) is dict
+    if kind == "null":
+        return value is None
+    return True
+
+
+def validate_args(args, schema):
+    if type(args) is not dict:
+        return ["整个参数必须是 JSON 对象"]
+    missing = [f"{name}：必填但没有给出" for name in schema.get("required", []) if name not in args]
+    props = schema.get("properties", {})
+    wrong = [f"{name}：类型应为 {props[name]['type']}"
+             for name in args
+             if name in props and "type" in props[name] and not _matches(props[name]["type"], args[name])]
+    return missing + wrong
+''',
+    # bug: forgets that True is also an int, so booleans pass as integer/number
+    "bug": '''
+TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+         "array": list, "object": dict, "null": type(None)}
+
+
+def validate_args(args, schema):
+    if not isinstance(args, dict):
+        return ["参数应当是对象"]
+    errors = [f"缺少必填字段 {f}" for f in schema.get("required", []) if f not in args]
+    for field, spec in schema.get("properties", {}).items():
+        if field in args and spec.get("type") in TYPES and not isinstance(args[field], TYPES[spec["type"]]):
+            errors.append(f"字段 {field} 的类型应当是 {spec['type']}")
+    return errors
+''',
+}
+
+ANSWERS["04-ex3-solution"] = {
+    "style_a": '''
+def run_turn(tool_calls, handlers):
+    messages = []
+    interrupted = False
+    for call in tool_calls:
+        if interrupted:
+            content = "错误（执行授权失败）：前面的调用被中断，这个调用没有执行。"
+        else:
+            try:
+                content = execute_tool_call(call, handlers).content
+            except BaseException as exc:
+                interrupted = True
+                content = f"错误（工具结果失败）：处理函数被中断（{type(exc).__name__}），可能已经做了一部分。"
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+    return messages
+''',
+    "style_b": '''
+def _msg(call, text):
+    return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+def run_turn(tool_calls, handlers):
+    calls = list(tool_calls)
+    out = []
+    for i, call in enumerate(calls):
+        try:
+            outcome = execute_tool_call(call, handlers)
+        except Exception as exc:  # execute_tool_call should not raise these; be safe anyway
+            out.append(_msg(call, "错误（工具结果失败）：" + repr(exc)))
+            continue
+        except BaseException as stop:
+            out.append(_msg(call, "错误（工具结果失败）：执行时被中断：" + type(stop).__name__))
+            out.extend(_msg(rest, "错误（执行授权失败）：这一轮已被中断，没有执行。") for rest in calls[i + 1:])
+            break
+        out.append(_msg(call, outcome.content))
+    return out
+''',
+    # bug: only KeyboardInterrupt is caught; SystemExit (a BaseException the statement names) escapes
+    "bug": '''
+def run_turn(tool_calls, handlers):
+    messages = []
+    stopped = False
+    for call in tool_calls:
+        if stopped:
+            content = "错误（执行授权失败）：中断之后没有执行。"
+        else:
+            try:
+                content = execute_tool_call(call, handlers).content
+            except KeyboardInterrupt:
+                stopped = True
+                content = "错误（工具结果失败）：处理函数被中断。"
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+    return messages
+''',
+}
+
+# ---------------------------------------------------------------- 05
+
+ANSWERS["05-ex1-solution"] = {
+    "style_a": '''
+import os
+import signal
+import subprocess
+
+
+def run_with_group_kill(command, timeout):
+    proc = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        timed_out = True
+    text = out.decode("utf-8", errors="replace")
+    if timed_out:
+        if text and not text.endswith("\\n"):
+            text += "\\n"
+        text += "[超时]"
+    return text
+''',
+    "style_b": '''
+import os
+import signal
+import subprocess
+import tempfile
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_with_group_kill(command, timeout):
+    with tempfile.TemporaryFile() as sink:
+        child = subprocess.Popen(command, shell=True, stdout=sink, stderr=sink, start_new_session=True)
+        expired = False
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            expired = True
+            _kill_group(child.pid)
+            child.wait()
+        sink.seek(0)
+        output = sink.read().decode("utf-8", "replace")
+    return output + "\\n[超时]" if expired else output
+''',
+    # bug: on timeout only the shell itself is killed, not its process group
+    "bug": '''
+import os
+import signal
+import subprocess
+import tempfile
+
+
+def run_with_group_kill(command, timeout):
+    with tempfile.TemporaryFile() as sink:
+        child = subprocess.Popen(command, shell=True, stdout=sink, stderr=sink, start_new_session=True)
+        expired = False
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            expired = True
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        sink.seek(0)
+        output = sink.read().decode("utf-8", "replace")
+    return output + "\\n[超时]" if expired else output
+''',
+}
+
+ANSWERS["05-ex2-solution"] = {
+    "style_a": '''
+import shlex
+
+PUNCT = set("();<>|&")
+
+
+def allowlisted(command, allowed):
+    if "$(" in command or "`" in command or "\\n" in command:
+        return False
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return False
+    segments = [[]]
+    for tok in tokens:
+        if tok == "|":
+            segments.append([])
+        elif tok and set(tok) <= PUNCT:
+            return False
+        else:
+            segments[-1].append(tok)
+    return all(seg and seg[0] in allowed for seg in segments)
+''',
+    "style_b": '''
+import re
+import shlex
+
+
+def _words(command):
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+def allowlisted(command, allowed):
+    if re.search(r"\\$\\(|`|\\n", command):
+        return False
+    try:
+        words = _words(command)
+    except ValueError:
+        return False
+    if any(re.fullmatch(r"[();<>|&]+", w) and w != "|" for w in words):
+        return False
+    starts, expect_program = [], True
+    for w in words:
+        if w == "|":
+            if expect_program:
+                return False
+            expect_program = True
+        elif expect_program:
+            starts.append(w)
+            expect_program = False
+    if expect_program:
+        return False
+    return all(program in allowed for program in starts)
+''',
+    # bug: empty pipeline segments ("ls |", "| ls") are skipped instead of rejected
+    "bug": '''
+import shlex
+
+
+def allowlisted(command, allowed):
+    if "$(" in command or "`" in command or "\\n" in command:
+        return False
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return False
+    segments = [[]]
+    for tok in tokens:
+        if tok == "|":
+            segments.append([])
+        elif set(tok) <= set("();<>|&"):
+            return False
+        else:
+            segments[-1].append(tok)
+    return all(seg[0] in allowed for seg in segments if seg)
+''',
+}
+
+ANSWERS["05-ex3-solution"] = {
+    "style_a": '''
+from harness_lib import TOOLS, execute_tool_call
+from harness_lib import DENIED_PREFIX
+from harness_lib import MAX_TOKENS
+
+
+def loop_with_budget(messages, *, client, model, handlers, max_tool_calls, tools=TOOLS, on_turn=None):
+    used = 0
+    while True:
+        response = client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                                  max_tokens=MAX_TOKENS)
+        message = response.choices[0].message
+        turn = [message.model_dump(exclude_none=True)]
+        over = False
+        for call in message.tool_calls or []:
+            if used < max_tool_calls:
+                used += 1
+                content = execute_tool_call(call, handlers, tools).content
+            else:
+                over = True
+                content = f"{DENIED_PREFIX}工具调用的预算（{max_tool_calls} 次）已经用完，这个调用没有执行"
+            turn.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        messages.extend(turn)
+        if on_turn is not None:
+            on_turn(messages)
+        if not message.tool_calls:
+            return message.content
+        if over:
+            return f"[工具调用的预算 {max_tool_calls} 次已经用完，循环停止]"
+''',
+    "style_b": '''
+from harness_lib import TOOLS, execute_tool_call
+from harness_lib import DENIED_PREFIX
+from harness_lib import MAX_TOKENS
+
+
+class _Budget:
+    def __init__(self, total):
+        self.left = total
+
+    def take(self):
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def _answer(call, handlers, tools, budget):
+    if budget.take():
+        return execute_tool_call(call, handlers, tools).content, True
+    return DENIED_PREFIX + "超出预算，没有执行。", False
+
+
+def loop_with_budget(messages, *, client, model, handlers, max_tool_calls, tools=TOOLS, on_turn=None):
+    budget = _Budget(max_tool_calls)
+    stopped = False
+    while not stopped:
+        reply = client.chat.completions.create(model=model, messages=list(messages), tools=tools,
+                                               max_tokens=MAX_TOKENS).choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        for call in reply.tool_calls or ():
+            text, ran = _answer(call, handlers, tools, budget)
+            stopped = stopped or not ran
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+        if on_turn:
+            on_turn(messages)
+        if not reply.tool_calls:
+            return reply.content
+    return "预算用完了：有工具调用没有执行。"
+''',
+    # bug: the budget is counted per turn, not over all turns
+    "bug": '''
+from harness_lib import TOOLS, execute_tool_call
+from harness_lib import DENIED_PREFIX
+from harness_lib import MAX_TOKENS
+
+
+def loop_with_budget(messages, *, client, model, handlers, max_tool_calls, tools=TOOLS, on_turn=None):
+    while True:
+        response = client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                                  max_tokens=MAX_TOKENS)
+        message = response.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        used, over = 0, False
+        for call in message.tool_calls or []:
+            if used < max_tool_calls:
+                used += 1
+                content = execute_tool_call(call, handlers, tools).content
+            else:
+                over = True
+                content = f"{DENIED_PREFIX}超出预算，没有执行"
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        if on_turn is not None:
+            on_turn(messages)
+        if not message.tool_calls:
+            return message.content
+        if over:
+            return "预算用完了"
+''',
+}
+
+# ---------------------------------------------------------------- 06
+
+ANSWERS["06-ex1-solution"] = {
+    "style_a": '''
+def add_count_lines(registry, workspace):
+    @registry.register(
+        "count_lines",
+        "数一个文本文件有几行（相对工作区的路径）。",
+        {"type": "object",
+         "properties": {"path": {"type": "string", "description": "相对工作区的文件路径"}},
+         "required": ["path"]},
+    )
+    def count_lines(args):
+        target = workspace.resolve(string_arg(args, "path"))
+        if not target.is_file():
+            raise ToolFailed(f"{args['path']} 不存在或不是文件")
+        text = target.read_text(encoding="utf-8", errors="replace")
+        return str(len(text.splitlines()))
+
+    return count_lines
+''',
+    "style_b": '''
+from harness_lib import ToolFailed as _Failed
+from harness_lib import string_arg as _string_arg
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string", "description": "文件路径，相对工作区"}},
+    "required": ["path"],
+}
+
+
+def add_count_lines(registry, workspace):
+    def handler(args):
+        path = workspace.resolve(_string_arg(args, "path"))
+        if not path.exists() or path.is_dir():
+            raise _Failed("找不到文件，或者它是目录：" + str(args["path"]))
+        data = path.read_bytes().decode("utf-8", "replace")
+        lines = 0
+        for _ in data.splitlines():
+            lines += 1
+        return f"{lines}"
+
+    registry.register("count_lines", "返回文件的行数", _SCHEMA)(handler)
+    return handler
+''',
+    # bug: counts newline characters, so a last line without a newline is missed
+    "bug": '''
+def add_count_lines(registry, workspace):
+    @registry.register(
+        "count_lines",
+        "数一个文本文件有几行。",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    )
+    def count_lines(args):
+        target = workspace.resolve(string_arg(args, "path"))
+        if not target.is_file():
+            raise ToolFailed(f"{args['path']} 不存在或不是文件")
+        return str(target.read_text(encoding="utf-8", errors="replace").count("\\n"))
+
+    return count_lines
+''',
+}
+
+ANSWERS["06-ex2-solution"] = {
+    "style_a": '''
+from pathlib import Path
+
+from harness_lib import ToolDenied
+
+
+def resolve_inside(root, path):
+    base = Path(root).resolve()
+    target = (base / path).resolve()
+    if target != base and base not in target.parents:
+        raise ToolDenied(f"路径 {path} 在工作区 {base} 外面，拒绝访问")
+    return target
+''',
+    "style_b": '''
+import os
+from pathlib import Path
+
+import harness_lib
+
+
+def resolve_inside(root, path):
+    real_root = os.path.realpath(os.fspath(root))
+    joined = os.path.join(real_root, os.fspath(path))
+    real = os.path.realpath(joined)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise harness_lib.ToolDenied("不许访问工作区以外的路径：" + str(path))
+    return Path(real)
+''',
+    # bug: compares string prefixes, so /tmp/ws2 counts as inside /tmp/ws
+    "bug": '''
+from pathlib import Path
+
+from harness_lib import ToolDenied
+
+
+def resolve_inside(root, path):
+    base = Path(root).resolve()
+    target = (base / path).resolve()
+    if not str(target).startswith(str(base)):
+        raise ToolDenied(f"路径 {path} 在工作区外面")
+    return target
+''',
+}
+
+ANSWERS["06-ex3-solution"] = {
+    "style_a": '''
+def registry_problems(tools, handlers):
+    problems = set()
+    names = []
+    for tool in tools:
+        fn = tool.get("function", {})
+        name = fn.get("name")
+        if name in names:
+            problems.add((name, "重复定义"))
+        names.append(name)
+        params = fn.get("parameters") or {}
+        props = params.get("properties") or {}
+        for req in params.get("required") or []:
+            if req not in props:
+                problems.add((name, "必填参数未声明"))
+        if name not in handlers:
+            problems.add((name, "缺处理函数"))
+    for name, handler in handlers.items():
+        if name not in names:
+            problems.add((name, "缺工具定义"))
+        if not callable(handler):
+            problems.add((name, "处理函数不可调用"))
+    return problems
+''',
+    "style_b": '''
+from collections import Counter
+
+
+def _fn(tool):
+    return tool["function"]
+
+
+def registry_problems(tools, handlers):
+    counts = Counter(_fn(t)["name"] for t in tools)
+    out = {(n, "重复定义") for n, k in counts.items() if k > 1}
+    out |= {(n, "缺处理函数") for n in counts if n not in handlers}
+    out |= {(n, "缺工具定义") for n in handlers if n not in counts}
+    out |= {(n, "处理函数不可调用") for n, h in handlers.items() if not callable(h)}
+    for t in tools:
+        params = _fn(t).get("parameters") or {}
+        declared = set(params.get("properties") or {})
+        if set(params.get("required") or []) - declared:
+            out.add((_fn(t)["name"], "必填参数未声明"))
+    return out
+''',
+    # bug: forgets duplicate definitions
+    "bug": '''
+def registry_problems(tools, handlers):
+    problems = set()
+    names = {t["function"]["name"] for t in tools}
+    for tool in tools:
+        fn = tool["function"]
+        params = fn.get("parameters") or {}
+        if any(r not in (params.get("properties") or {}) for r in params.get("required") or []):
+            problems.add((fn["name"], "必填参数未声明"))
+    problems |= {(n, "缺处理函数") for n in names if n not in handlers}
+    problems |= {(n, "缺工具定义") for n in handlers if n not in names}
+    problems |= {(n, "处理函数不可调用") for n, h in handlers.items() if not callable(h)}
+    return problems
+''',
+}
+
+# ---------------------------------------------------------------- 07
+
+ANSWERS["07-ex1-solution"] = {
+    "style_a": '''
+import openai
+
+
+def should_retry(exc):
+    if isinstance(exc, EndpointError):
+        exc = getattr(exc, "original", None)
+        if exc is None:
+            return False
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        return code in (408, 409, 429) or code >= 500
+    return False
+''',
+    "style_b": '''
+from openai import APIConnectionError, APIStatusError
+
+
+def _status(error):
+    return getattr(error, "status_code", None) if isinstance(error, APIStatusError) else None
+
+
+def should_retry(exc):
+    original = exc.original if isinstance(exc, EndpointError) else exc
+    if original is None:
+        return False
+    if isinstance(original, APIConnectionError):  # APITimeoutError is a subclass
+        return True
+    status = _status(original)
+    if status is None:
+        return False
+    return status == 429 or 500 <= status < 600
+''',
+    # bug: forgets timeouts and connection errors, which the statement says also retry
+    "bug": '''
+import openai
+
+
+def should_retry(exc):
+    if isinstance(exc, EndpointError):
+        exc = exc.original
+        if exc is None:
+            return False
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return False
+''',
+}
+
+ANSWERS["07-ex2-solution"] = {
+    "style_a": '''
+def resent_tokens(log):
+    total = 0
+    for row in log:
+        if row["第几次尝试"] > 1:
+            total += row["请求里的 token（估算）"]
+    return total
+''',
+    "style_b": '''
+ATTEMPT, TOKENS = "第几次尝试", "请求里的 token（估算）"
+
+
+def resent_tokens(log):
+    return sum(int(r[TOKENS]) for r in log if int(r[ATTEMPT]) >= 2)
+''',
+    # bug: only the second attempt counts as a retry; third and later attempts are missed
+    "bug": '''
+def resent_tokens(log):
+    return sum(row["请求里的 token（估算）"] for row in log if row["第几次尝试"] == 2)
+''',
+}
+
+ANSWERS["07-ex3-solution"] = {
+    "style_a": '''
+import email.utils
+import time
+
+
+def _seconds(headers):
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return email.utils.mktime_tz(parsed) - time.time()
+
+
+def retry_delay(headers, n):
+    wait = _seconds(headers)
+    if wait is not None and 0 < wait <= 120:
+        return wait
+    if wait is not None and wait > 120:
+        return None
+    return min(0.5 * 2 ** (n - 1), 8.0)
+''',
+    "style_b": '''
+def _as_float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def retry_delay(headers, n):
+    candidates = []
+    if "retry-after-ms" in headers and _as_float(headers["retry-after-ms"]) is not None:
+        candidates.append(_as_float(headers["retry-after-ms"]) / 1000.0)
+    elif "retry-after" in headers and _as_float(headers["retry-after"]) is not None:
+        candidates.append(_as_float(headers["retry-after"]))
+    for seconds in candidates:
+        if seconds > 120:
+            return None
+        if seconds > 0:
+            return seconds
+    delay = 0.5
+    for _ in range(n - 1):
+        delay *= 2
+    return delay if delay < 8 else 8.0
+''',
+    # bug: no 8-second cap on the exponential backoff
+    "bug": '''
+def retry_delay(headers, n):
+    for key, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        if key in headers:
+            try:
+                seconds = float(headers[key]) / scale
+            except ValueError:
+                continue
+            if seconds > 120:
+                return None
+            if seconds > 0:
+                return seconds
+            break
+    return 0.5 * 2 ** (n - 1)
+''',
+}
+
+# ---------------------------------------------------------------- 08
+
+ANSWERS["08-ex1-solution"] = {
+    "style_a": '''
+from harness_lib import EndpointError
+
+
+def finish_or_cut(chunks):
+    for chunk in chunks:
+        if chunk.choices and chunk.choices[0].finish_reason:
+            return chunk.choices[0].finish_reason
+    raise EndpointError("stream_cut", "流结束了，却没有一块带 finish_reason：回复在半路被截断了")
+''',
+    "style_b": '''
+def finish_or_cut(chunks):
+    reason = None
+    count = 0
+    for count, chunk in enumerate(chunks, 1):
+        choices = getattr(chunk, "choices", None) or []
+        first = choices[0] if choices else None
+        if reason is None and first is not None and first.finish_reason is not None:
+            reason = first.finish_reason
+    if reason is None:
+        raise EndpointError("stream_cut", f"收到 {count} 块，没有 finish_reason，流断了")
+    return reason
+''',
+    # bug: walks the chunks twice, which loses everything when they come from a one-shot iterator
+    "bug": '''
+def finish_or_cut(chunks):
+    if not any(c.choices and c.choices[0].finish_reason for c in chunks):
+        raise EndpointError("stream_cut", "流断了：没有 finish_reason")
+    for c in chunks:
+        if c.choices and c.choices[0].finish_reason:
+            return c.choices[0].finish_reason
+    raise EndpointError("stream_cut", "流断了：没有 finish_reason")
+''',
+}
+
+ANSWERS["08-ex2-solution"] = {
+    "style_a": '''
+def rebuild_message(chunks):
+    message = {}
+    calls = []          # (index, call dict) in arrival order
+    by_index = {}       # index -> the call currently being built at that index
+    for chunk in chunks:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta is None:
+            continue
+        if delta.role:
+            message["role"] = delta.role
+        if delta.content is not None:
+            message["content"] = message.get("content", "") + delta.content
+        for key, value in (delta.model_extra or {}).items():
+            if isinstance(value, str):
+                message[key] = message.get(key, "") + value
+            elif value is not None:
+                message[key] = value
+        for part in delta.tool_calls or []:
+            current = by_index.get(part.index)
+            if current is None or (part.id and current["id"] and part.id != current["id"]):
+                current = {"id": part.id, "type": part.type or "function",
+                           "function": {"name": "", "arguments": ""}}
+                by_index[part.index] = current
+                calls.append((part.index, current))
+            if part.id and not current["id"]:
+                current["id"] = part.id
+            if part.function is not None:
+                if part.function.name and not current["function"]["name"]:
+                    current["function"]["name"] = part.function.name
+                if part.function.arguments:
+                    current["function"]["arguments"] += part.function.arguments
+    message.setdefault("role", "assistant")
+    if calls:
+        message["tool_calls"] = [call for _, call in sorted(calls, key=lambda pair: pair[0])]
+    return message
+''',
+    "style_b": '''
+def _deltas(chunks):
+    for chunk in chunks:
+        data = chunk.model_dump() if hasattr(chunk, "model_dump") else dict(chunk)
+        for choice in data.get("choices") or []:
+            if choice.get("index", 0) == 0 and choice.get("delta") is not None:
+                yield choice["delta"]
+
+
+def rebuild_message(chunks):
+    role, texts, extras, calls = "assistant", {}, {}, []
+    for delta in _deltas(chunks):
+        for key, value in delta.items():
+            if key == "role":
+                role = value or role
+            elif key == "tool_calls":
+                for part in value or []:
+                    fn = part.get("function") or {}
+                    starts_new = (not calls or calls[-1]["_index"] != part.get("index")
+                                  or (part.get("id") and calls[-1]["id"] and part.get("id") != calls[-1]["id"]))
+                    if starts_new:
+                        same = [c for c in calls if c["_index"] == part.get("index")]
+                        if same and not (part.get("id") and same[-1]["id"] != part.get("id")):
+                            target = same[-1]
+                        else:
+                            target = {"_index": part.get("index"), "id": part.get("id"),
+                                      "type": part.get("type") or "function", "name": "", "arguments": ""}
+                            calls.append(target)
+                    else:
+                        target = calls[-1]
+                    target["id"] = target["id"] or part.get("id")
+                    target["name"] = target["name"] or fn.get("name") or ""
+                    target["arguments"] += fn.get("arguments") or ""
+            elif isinstance(value, str):
+                texts[key] = texts.get(key, "") + value
+            elif value is not None:
+                extras[key] = value
+    out = {"role": role, **texts, **extras}
+    if calls:
+        out["tool_calls"] = [{"id": c["id"], "type": c["type"],
+                              "function": {"name": c["name"], "arguments": c["arguments"]}}
+                             for c in sorted(calls, key=lambda c: c["_index"])]
+    return out
+''',
+    # bug: empty-string text pieces are dropped, so a reply whose text is "" loses its content key
+    "bug": '''
+def rebuild_message(chunks):
+    message = {"role": "assistant"}
+    calls, by_index = [], {}
+    for chunk in chunks:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            message["content"] = message.get("content", "") + delta.content
+        for key, value in (delta.model_extra or {}).items():
+            if isinstance(value, str):
+                message[key] = message.get(key, "") + value
+        for part in delta.tool_calls or []:
+            current = by_index.get(part.index)
+            if current is None or (part.id and part.id != current["id"]):
+                current = {"_index": part.index, "id": part.id, "type": part.type or "function",
+                           "function": {"name": "", "arguments": ""}}
+                by_index[part.index] = current
+                calls.append(current)
+            if part.function is not None:
+                current["function"]["name"] = current["function"]["name"] or part.function.name or ""
+                current["function"]["arguments"] += part.function.arguments or ""
+    if calls:
+        message["tool_calls"] = sorted(calls, key=lambda c: c["_index"])
+        for c in calls:
+            del c["_index"]
+    return message
+''',
+}
+
+# ---------------------------------------------------------------- 09
+
+ANSWERS["09-ex1-solution"] = {
+    "style_a": '''
+def _clean(value):
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _as_dict(message):
+    if isinstance(message, dict):
+        return _clean(message)
+    return _clean(message.model_dump(exclude_none=True))
+
+
+def first_divergence(recorded, actual):
+    recorded, actual = list(recorded), list(actual)
+    for i in range(max(len(recorded), len(actual))):
+        if i >= len(recorded) or i >= len(actual):
+            return i
+        if _as_dict(recorded[i]) != _as_dict(actual[i]):
+            return i
+    return None
+''',
+    "style_b": '''
+def first_divergence(recorded, actual):
+    def normal(m):
+        d = m if isinstance(m, dict) else m.model_dump(exclude_none=True)
+        return {k: v for k, v in d.items() if v is not None}
+
+    left = [normal(m) for m in recorded]
+    right = [normal(m) for m in actual]
+    index = 0
+    for a, b in zip(left, right):
+        if a != b:
+            return index
+        index += 1
+    return None if len(left) == len(right) else index
+''',
+    # bug: when one list is a prefix of the other, reports no difference
+    "bug": '''
+def first_divergence(recorded, actual):
+    def normal(m):
+        d = m if isinstance(m, dict) else m.model_dump(exclude_none=True)
+        return {k: v for k, v in d.items() if v is not None}
+
+    for i, (a, b) in enumerate(zip(recorded, actual)):
+        if normal(a) != normal(b):
+            return i
+    return None
+''',
+}
+
+ANSWERS["09-ex2-solution"] = {
+    "style_a": '''
+def _prompt_tokens(call):
+    if "error" in call:
+        return None
+    if call.get("stream"):
+        for chunk in reversed(call.get("chunks") or []):
+            usage = chunk.get("usage") if isinstance(chunk, dict) else None
+            if usage:
+                return usage.get("prompt_tokens")
+        return None
+    usage = (call.get("response") or {}).get("usage")
+    return usage.get("prompt_tokens") if usage else None
+
+
+def resent_prompt_tokens(calls):
+    total = 0
+    for call in calls:
+        retries = call.get("attempts", 1) - 1
+        if retries <= 0:
+            continue
+        tokens = _prompt_tokens(call)
+        if tokens:
+            total += retries * tokens
+    return total
+''',
+    "style_b": '''
+def resent_prompt_tokens(calls):
+    extra = 0
+    for record in calls:
+        attempts = record.get("attempts") or 1
+        if attempts < 2:
+            continue
+        if record.get("stream"):
+            chunks = record.get("chunks") or []
+            last = chunks[-1] if chunks else {}
+            usage = last.get("usage") or {}
+        else:
+            usage = (record.get("response") or {}).get("usage") or {}
+        prompt = usage.get("prompt_tokens")
+        if isinstance(prompt, int):
+            extra += prompt * (attempts - 1)
+    return extra
+''',
+    # bug: streaming calls are not counted (their usage is in the chunks)
+    "bug": '''
+def resent_prompt_tokens(calls):
+    total = 0
+    for call in calls:
+        usage = (call.get("response") or {}).get("usage")
+        if usage:
+            total += (call.get("attempts", 1) - 1) * usage.get("prompt_tokens", 0)
+    return total
+''',
+}
+
+# ---------------------------------------------------------------- 10
+
+ANSWERS["10-ex1-solution"] = {
+    "style_a": '''
+def will_run(policy, trusted, read_only, answer):
+    if trusted:
+        return True
+    said_yes = answer is not None and answer.strip()[:1].lower() in ("y", "a")
+    if policy == "allow":
+        return True
+    if policy == "allowlist":
+        return bool(read_only)
+    if policy == "auto":
+        if read_only:
+            return True
+        return said_yes
+    if policy == "ask":
+        if answer is None:
+            return bool(read_only)
+        return said_yes
+    return False  # "deny" and anything misspelled
+''',
+    "style_b": '''
+def _approves(answer):
+    if not answer:
+        return False
+    return answer.lstrip().lower().startswith(("y", "a"))
+
+
+_RULES = {
+    "allow": lambda ro, ans: True,
+    "deny": lambda ro, ans: False,
+    "allowlist": lambda ro, ans: ro,
+    "auto": lambda ro, ans: ro or (ans is not None and _approves(ans)),
+    "ask": lambda ro, ans: ro if ans is None else _approves(ans),
+}
+
+
+def will_run(policy, trusted, read_only, answer):
+    rule = _RULES.get(policy)
+    return bool(trusted or (rule is not None and rule(bool(read_only), answer)))
+''',
+    # bug: with "ask" and nobody to ask, refuses instead of falling back to the allowlist
+    "bug": '''
+def will_run(policy, trusted, read_only, answer):
+    if trusted or policy == "allow":
+        return True
+    yes = answer is not None and answer[:1].lower() in ("y", "a")
+    if policy == "allowlist":
+        return bool(read_only)
+    if policy == "auto":
+        return bool(read_only) or yes
+    if policy == "ask":
+        return yes
+    return False
+''',
+}
+
+ANSWERS["10-ex2-solution"] = {
+    "style_a": '''
+import json
+
+DENIED = "错误（执行授权失败）："
+
+
+def denied_commands(messages):
+    arguments = {}
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            arguments[call["id"]] = call["function"]["arguments"]
+    found = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") != "tool" or not isinstance(content, str) or not content.startswith(DENIED):
+            continue
+        raw = arguments.get(m.get("tool_call_id"))
+        command = raw
+        try:
+            parsed = json.loads(raw)
+            if isinstance(parsed, dict) and "command" in parsed:
+                command = parsed["command"]
+        except (TypeError, ValueError):
+            pass
+        found.append((command, content[len(DENIED):]))
+    return found
+''',
+    "style_b": '''
+import json
+
+DENIED = "错误（执行授权失败）："
+
+
+def _command(raw):
+    try:
+        return json.loads(raw)["command"]
+    except Exception:
+        return raw
+
+
+def _call_by_id(messages, call_id):
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                return call
+    return None
+
+
+def denied_commands(messages):
+    out = []
+    for msg in messages:
+        text = msg.get("content") or ""
+        if msg.get("role") == "tool" and text.startswith(DENIED):
+            call = _call_by_id(messages, msg.get("tool_call_id"))
+            raw = call["function"]["arguments"] if call else None
+            out.append((_command(raw), text.removeprefix(DENIED)))
+    return out
+''',
+    # bug: when the arguments cannot be read, gives None instead of the original string
+    "bug": '''
+import json
+
+DENIED = "错误（执行授权失败）："
+
+
+def denied_commands(messages):
+    calls = {c["id"]: c for m in messages for c in (m.get("tool_calls") or [])}
+    out = []
+    for m in messages:
+        text = m.get("content") or ""
+        if m.get("role") == "tool" and text.startswith(DENIED):
+            raw = calls[m["tool_call_id"]]["function"]["arguments"]
+            try:
+                command = json.loads(raw).get("command")
+            except ValueError:
+                command = None
+            out.append((command, text[len(DENIED):]))
+    return out
+''',
+}
+
+ANSWERS["10-ex3-solution"] = {
+    "style_a": '''
+from harness_lib import ToolDenied
+
+
+def ask_first(handler, ask):
+    always = set()
+
+    def approved(args):
+        command = args["command"]
+        if command in always:
+            return handler(args)
+        reply = ask(command) or ""
+        first = reply[:1].lower()
+        if first == "y":
+            return handler(args)
+        if first == "a":
+            always.add(command)
+            return handler(args)
+        if first == "n":
+            reason = reply[1:].strip()
+            raise ToolDenied(reason or "用户拒绝执行")
+        raise ToolDenied("看不懂的答复")
+
+    return approved
+''',
+    "style_b": '''
+import harness_lib
+
+
+class _Approver:
+    def __init__(self, handler, ask):
+        self.handler, self.ask, self.remembered = handler, ask, []
+
+    def __call__(self, args):
+        command = args["command"]
+        if command not in self.remembered:
+            answer = self.ask(command) or ""
+            kind = answer[0].lower() if answer else ""
+            if kind == "n":
+                raise harness_lib.ToolDenied(answer[1:].strip() or "用户拒绝执行")
+            if kind not in ("y", "a"):
+                raise harness_lib.ToolDenied("看不懂的答复")
+            if kind == "a":
+                self.remembered.append(command)
+        return self.handler(args)
+
+
+def ask_first(handler, ask):
+    return _Approver(handler, ask)
+''',
+    # bug: the memory is shared by every approved function ask_first returns
+    "bug": '''
+from harness_lib import ToolDenied
+
+_ALWAYS = set()
+
+
+def ask_first(handler, ask):
+    def approved(args):
+        command = args["command"]
+        if command in _ALWAYS:
+            return handler(args)
+        reply = ask(command) or ""
+        first = reply[:1].lower()
+        if first == "a":
+            _ALWAYS.add(command)
+        elif first == "n":
+            raise ToolDenied(reply[1:].strip() or "用户拒绝执行")
+        elif first != "y":
+            raise ToolDenied("看不懂的答复")
+        return handler(args)
+
+    return approved
+''',
+}
+
+ANSWERS = {gid: {style: src.lstrip("\n") for style, src in styles.items()} for gid, styles in ANSWERS.items()}
