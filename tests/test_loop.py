@@ -194,3 +194,13 @@ def test_check_transcript_question_two_reads_the_recorded_outcome(layer, acted):
     ]
     outcomes = {"call_001": Outcome(layer, "（文字不看）")}
     assert check_transcript(transcript, outcomes)["2. 程序真的执行了处理函数"] is acted
+
+
+def test_a_reply_cut_at_max_tokens_is_reported_not_taken_as_the_answer(workspace):
+    """回复写到 max_tokens 被截断（finish_reason 是 length）、又没有工具调用：循环说出来，不把半句当成回答。"""
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    script = [text_reply("当前目录里有 app.py 和 utils.py 两个 Python 文件，另外还有")]
+    answer = agent_loop(messages, client=FakeClient(), model="fake-agent-1", max_tokens=5, max_turns=2)
+    assert answer.startswith("[回复写到 max_tokens=5 被截断了") and messages[-1]["role"] == "assistant"
+    full = agent_loop([dict(messages[0])], client=FakeClient(script=script), model="fake-agent-1")
+    assert full == script[0]["content"], "没有截断时原样返回回答"

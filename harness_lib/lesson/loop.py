@@ -159,6 +159,8 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
         if on_turn is not None:
             on_turn(messages)
         if not message.tool_calls:
+            if response.choices[0].finish_reason == "length":  # 写到 max_tokens 被截断：不是正常的结束
+                return f"[回复写到 max_tokens={max_tokens} 被截断了，只有半句：{message.content or ''}]"
             return message.content or ""
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
 
