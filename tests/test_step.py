@@ -214,3 +214,14 @@ def test_chat_keeps_the_chosen_model_while_it_answers():
     reply = chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
     assert not chat.scripted and chat.client is client and reply is chat.last.response
     assert client.last_request["max_tokens"] == MAX_TOKENS
+
+
+def test_a_loop_run_on_the_stand_in_is_labelled(capsys):
+    """Chat 已经换成【脚本示范】的假模型以后，用它跑循环：“这次”那行也标着【脚本示范】。"""
+    from harness_lib import Chat
+
+    chat = Chat(real(closed_port_url()), "m")
+    chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
+    assert chat.scripted
+    run_loop(agent_loop, [*ASK], client=chat.client, model=chat.model)
+    assert capsys.readouterr().out.startswith("【脚本示范】这次：模型回复了")

@@ -204,6 +204,7 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
     一个工具都没调用时也一样）把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，标着【脚本示范】。
     所选模型那一次的记录和结局留在 `attempts[0]` 里；传了 `outcomes={}` 时，它在换假模型之前被清空。"""
     start, said, error = len(messages), [], None
+    label = SCRIPTED if getattr(client, "stands_in", False) else ""  # 传进来的已经是替人作答的假模型
     outcomes = kwargs.get("outcomes")
     outcomes = outcomes if isinstance(outcomes, dict) else {}
     try:
@@ -219,7 +220,7 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
     if error is None:
         replies = sum(1 for m in messages[start:] if as_dict(m).get("role") == "assistant")
         calls = _calls_since(messages, start)
-        said.append(f"这次：模型回复了 {replies} 次，一共请求了 {calls} 个工具调用；最后的回答：{clip(answer)!r}。")
+        said.append(f"{label}这次：模型回复了 {replies} 次，一共请求了 {calls} 个工具调用；最后的回答：{clip(answer)!r}。")
         if want != "tools" or calls:
             if not quiet:
                 print("\n".join(said))
