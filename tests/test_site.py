@@ -417,3 +417,14 @@ def test_the_start_page_table_fits_a_phone(server, browser):
         assert len(widths) == 3 and min(widths) >= 60, widths
     finally:
         visit.close()
+
+
+def test_long_code_lines_wrap_instead_of_hiding_their_ends(server, browser):
+    """03 的代码格在桌面宽度下没有一格要横向滚动：长行折回，行末的注释看得见。"""
+    visit = Visit(browser, f"{server}/notebooks/03_one_request.html", DESKTOP)
+    try:
+        wide = visit.page.evaluate("""() => [...document.querySelectorAll('div.cell_input pre')]
+            .filter(p => p.scrollWidth > p.clientWidth + 1).length""")
+        assert wide == 0, f"{wide} 个代码格要横向滚动"
+    finally:
+        visit.close()
