@@ -393,7 +393,7 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
         statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,
                                                                     cache=written))
     rows = _write_rows(subs, statuses, course, out, exercise_list, cache=written, final=True)
-    _write_notebook_table(rows, exercise_list, out)
+    report.write_notebook_table(rows, exercise_list, out)
     report.write_similarity(report.similar_submissions(subs), out)
     _print_attention(rows, subs)
     return rows
@@ -466,19 +466,6 @@ def _graded_row(sub, notebook_status: dict, course: Path, out: Path, exercise_li
         "total": sum(scores.values()), "max_total": sum(p for _, _, p in exercise_list),
         "late": sub.late, "missing": sub.missing,
     }
-
-
-def _write_notebook_table(rows, exercise_list, out: Path):
-    """notebooks.csv：每个学生每本笔记本一行。"""
-    with (out / "notebooks.csv").open("w", newline="", encoding="utf-8-sig") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "notebook", "score", "max_score", "status", "reason"])
-        for row in rows:
-            for stem in dict.fromkeys(s for s, _, _ in exercise_list):
-                score = sum(row["scores"][g] for s, g, _ in exercise_list if s == stem)
-                points = sum(p for s, _, p in exercise_list if s == stem)
-                status, why = row["notebooks"].get(stem, ("完成", ""))
-                writer.writerow([row["student"], stem, score, points, status, why])
 
 
 def _print_attention(rows, subs):

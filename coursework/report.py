@@ -1,13 +1,13 @@
-"""给老师的结果：成绩表 grades.csv 和相似提交表 similar.csv。
+"""给老师的结果：成绩表 grades.csv、每本笔记本一行的 notebooks.csv 和相似提交表 similar.csv。
 
-两张表都用带 BOM 的 UTF-8（`utf-8-sig`）写：Excel 和 WPS 双击打开时中文不乱码。
+三张表都用带 BOM 的 UTF-8（`utf-8-sig`）写：Excel 和 WPS 双击打开时中文不乱码。
 写表时先写临时文件再换名，评分中途随时打开看到的都是完整的表。
 学生能控制的文字（学号来自文件夹名）以 `=`、`+`、`-`、`@` 开头时前面加一个 `'`，
 免得表格软件把它当公式执行。
 
 grades.csv 的列：学号、状态、总分、满分、迟交、缺少的笔记本，然后每道题一列
-（`03-ex1 (2分)`，顺序和笔记本里一样），最后是原因。没有得分的格子（没评上、没交）留空，
-和得了 0 分区分开。
+（`03-ex1 (2分)`，顺序和笔记本里一样），最后是原因。没交的笔记本每题记 0 分（“缺少的笔记本”一列写明是哪几本）；
+还没评到的学生（状态“评分中”）分数留空，和得了 0 分区分开。
 
 相似提交：把每个学生答案格里的代码规范化（去掉注释、文档字符串，统一空白和格式），
 切成连续 5 个词的片段，同一道题里的片段才算相同。两个学生共有的片段占较少一方的比例就是相似度。
@@ -106,6 +106,22 @@ def write_grades(rows: list[dict], out: Path, exercise_list) -> None:
             ])
 
     _atomic_write(Path(out) / "grades.csv", write)
+
+
+def write_notebook_table(rows: list[dict], exercise_list, out: Path) -> None:
+    """写 out/notebooks.csv：每个学生每本笔记本一行（student、notebook、score、max_score、status、reason）。"""
+    exercise_list = list(exercise_list)
+
+    def write(w):
+        w.writerow(["student", "notebook", "score", "max_score", "status", "reason"])
+        for row in rows:
+            for stem in dict.fromkeys(s for s, _, _ in exercise_list):
+                score = sum(row["scores"].get(g, 0) for s, g, _ in exercise_list if s == stem)
+                points = sum(p for s, _, p in exercise_list if s == stem)
+                status, why = row["notebooks"].get(stem, ("完成", ""))
+                w.writerow([_text(row["student"]), stem, _number(score), _number(points), _text(status), _text(why)])
+
+    _atomic_write(Path(out) / "notebooks.csv", write)
 
 
 # ---------------------------------------------------------------- 相似提交

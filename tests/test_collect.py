@@ -389,8 +389,8 @@ def test_grades_csv_has_a_bom_and_one_column_per_exercise(tmp_path):
     rows = [
         {"student": "2021002", "status": "已评分", "reason": "", "total": 7.0, "max_total": 65.0, "late": True,
          "missing": ["04_failure_paths", "05_limits"], "scores": {"03-ex1-tests": 2.0, "03-ex2-tests": 1.5}},
-        {"student": "=HYPERLINK(\"x\")", "status": "评分失败", "reason": "超时：整本笔记本超过时间上限",
-         "total": None, "max_total": 65.0, "late": False, "missing": [], "scores": {}},
+        {"student": "=HYPERLINK(\"x\")", "status": "评分中", "reason": "", "total": None, "max_total": None,
+         "late": False, "missing": [], "scores": {}},
     ]
     report.write_grades(rows, tmp_path, ex)
     raw = (tmp_path / "grades.csv").read_bytes()
@@ -407,8 +407,23 @@ def test_grades_csv_has_a_bom_and_one_column_per_exercise(tmp_path):
     assert ok["缺少的笔记本"] == "04_failure_paths、05_limits"
     assert ok["03-ex1 (2分)"] == "2" and ok["03-ex2 (2分)"] == "1.5" and ok["03-ex3 (3分)"] == ""
     bad = by["'=HYPERLINK(\"x\")"]
-    assert bad["状态"] == "评分失败" and bad["原因"].startswith("超时") and bad["总分"] == ""
+    assert bad["状态"] == "评分中" and bad["原因"] == "" and bad["总分"] == "" and bad["03-ex1 (2分)"] == ""
     assert list(tmp_path.iterdir()) == [tmp_path / "grades.csv"], "不留临时文件"
+
+
+def test_the_notebook_table_is_written_like_the_grades(tmp_path):
+    """notebooks.csv 和 grades.csv 用同一种写法：带 BOM，先写临时文件再换名，学生能控制的文字防公式。"""
+    ex = report.exercises(INSTRUCTOR)
+    rows = [{"student": "@SUM(1)", "scores": {g: 1.0 for _, g, _ in ex},
+             "notebooks": {"03_one_request": ("超时", "=1+1")}}]
+    report.write_notebook_table(rows, ex, tmp_path)
+    assert (tmp_path / "notebooks.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    with open(tmp_path / "notebooks.csv", encoding="utf-8-sig", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len({s for s, _, _ in ex}) and all(r["student"] == "'@SUM(1)" for r in table)
+    slow = next(r for r in table if r["notebook"] == "03_one_request")
+    assert slow["status"] == "超时" and slow["reason"] == "'=1+1"
+    assert list(tmp_path.iterdir()) == [tmp_path / "notebooks.csv"], "不留临时文件"
 
 
 def _reference_answers(stem):
