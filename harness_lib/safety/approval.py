@@ -177,8 +177,13 @@ class Guarded(Mapping):
         self.policy = None if isinstance(policy, Verdict) else policy  # None：环境变量写错，一律拒绝
         self._policy, self._ask, self._source = policy, ask, _source(client)
         self._memory: dict[tuple, str] = {}
-        self._handlers = {name: handler if read_only(handler) else self._wrap(name, handler)
-                          for name, handler in handlers.items()}
+        self._originals = dict(handlers)
+        self._handlers = self._table()
+
+    def _table(self) -> dict:
+        """原来的处理函数，没声明只读的包上审批。"""
+        return {name: handler if read_only(handler) else self._wrap(name, handler)
+                for name, handler in self._originals.items()}
 
     def _wrap(self, tool, handler):
         def guarded(args):
@@ -205,8 +210,7 @@ class Guarded(Mapping):
         """同样的策略、同一份记忆的一张表，只是拒绝时抛出 `denied`（循环要的是数据，不是文字）。"""
         twin = copy.copy(self)
         twin._denied = denied
-        twin._handlers = {name: handler if read_only(handler) else twin._wrap(name, handler.__wrapped__)
-                          for name, handler in self._handlers.items()}
+        twin._handlers = twin._table()
         return twin
 
     def always_allowed(self) -> frozenset:

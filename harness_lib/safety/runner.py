@@ -287,6 +287,6 @@ def run_command(command: str, timeout: float = 120, max_chars: int = 50_000, cwd
         status, exit_code, sig = "signal", None, -code
     else:
         status, exit_code, sig = ("exit" if code else "ok"), code, None
-    notes = _notes(status, exit_code, sig, lingering and not timed_out, timeout)
-    return CommandResult(redact(_format(*sink.snapshot(), notes, max_chars)), status, exit_code, sig,
-                         lingering and not timed_out)
+    cut = lingering and not timed_out  # 超时已经把后台进程一起结束了，不再另记
+    notes = _notes(status, exit_code, sig, cut, timeout)
+    return CommandResult(redact(_format(*sink.snapshot(), notes, max_chars)), status, exit_code, sig, cut)

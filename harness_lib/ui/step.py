@@ -211,12 +211,6 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
         answer = loop(messages, client=client, model=model, **kwargs)
     except Exception as exc:  # noqa: BLE001  任何失败都要说清楚，然后接着演示
         error = exc
-    live = Attempt("", list(messages), dict(outcomes), error)
-    if error is not None:
-        kept = len(messages) - start
-        del messages[start:]
-        said.append(f"这次：循环中途停了。{_explain(error, client)}")
-        said.append(f"messages 退回到这一格开始时的 {start} 条（去掉了这次追加的 {kept} 条）。")
     if error is None:
         replies = sum(1 for m in messages[start:] if as_dict(m).get("role") == "assistant")
         calls = _calls_since(messages, start)
@@ -224,10 +218,14 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
         if want != "tools" or calls:
             if not quiet:
                 print("\n".join(said))
-            live.messages, live.outcomes = messages, outcomes  # 就是调用方手里的那两份
-            return LoopRun(answer, client, model, False, None, said, [live])
+            # 所选模型这一次的记录和结局，就是调用方手里的那两份
+            return LoopRun(answer, client, model, False, None, said, [Attempt("", messages, outcomes)])
         said.append("这一格要演示的是工具往返，模型这次一个工具都没调用。")
-        del messages[start:]
+    else:
+        said.append(f"这次：循环中途停了。{_explain(error, client)}")
+        said.append(f"messages 退回到这一格开始时的 {start} 条（去掉了这次追加的 {len(messages) - start} 条）。")
+    live = Attempt("", list(messages), dict(outcomes), error)  # 退回之前，留下所选模型这一次
+    del messages[start:]
     outcomes.clear()
     fake = _scripted_client(script)
     said.append(f"{SCRIPTED}下面用脚本模式的假模型把同一个循环跑一遍。")
