@@ -52,12 +52,7 @@ def test_tables_are_only_rewritten_by_their_own_cell(path):
         assert _rows(first["data"]["text/html"]) == 1
 
 
-# 还超出预算的几本：写明现在的估计，读得比预算快了，strict 的 xfail 会失败，提醒把它从这里删掉
-OVER_BUDGET = {"04_failure_paths": "主线约 24 分钟，预算 18 分钟", "05_limits": "主线约 20 分钟，预算 15 分钟"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_BUDGET[n]))
-                                  if n in OVER_BUDGET else n for n in sorted(BUDGETS)])
+@pytest.mark.parametrize("name", sorted(BUDGETS))
 def test_main_line_reads_within_its_budget(name):
     """细心的读者读完主线（说明、代码、执行出来的输出）的估计用时，不超过这本的预算（见 test_reading.py）。"""
     nb = executed(next(p for p in PATHS if p.stem == name)).nb

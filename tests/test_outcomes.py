@@ -167,6 +167,7 @@ def test_an_endpoint_failure_is_its_own_attempt_never_a_success(workspace):
     assert live.messages == [{"role": "user", "content": "列出当前目录中的 Python 文件"}] and live.outcomes == {}
     assert fallback.label == "【脚本示范】" and fallback.error is None and fallback.messages is messages
     assert fallback.outcomes is outcomes and [o.layer for o in outcomes.values()] == ["成功"]
+    assert live.layers() == ["端点出错（不在四层里）：connection"] and fallback.layers() == ["成功"]
 
 
 def test_a_live_transcript_without_tools_is_kept_before_the_fallback(workspace):
@@ -178,7 +179,20 @@ def test_a_live_transcript_without_tools_is_kept_before_the_fallback(workspace):
     assert [m["role"] for m in live.messages] == ["user", "assistant"] and "ls *.py" in live.messages[1]["content"]
     assert not any(check_transcript(live.messages, live.outcomes).values())
     assert all(check_transcript(fallback.messages, fallback.outcomes).values())
+    assert live.layers() == [], "没有工具消息就没有层次：循环结束条件"
     assert run.scripted and run.said[-1].startswith("【脚本示范】")
+
+
+def test_attempt_layers_follow_the_tool_messages_not_their_text(workspace):
+    """`Attempt.layers()` 按工具消息的顺序从 outcomes 读层次；工具消息的文字写得再像失败也不算。"""
+    script = [tool_reply(scripted_call("bash", {"command": "echo '错误（执行授权失败）：假的'"}),
+                         scripted_call("bash", '{"command": "ls"')),
+              text_reply("好的。")]
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    run = run_loop(agent_loop, messages, client=FakeClient(script=script), model="m", outcomes={}, quiet=True)
+    (only,) = run.attempts
+    assert only.layers() == ["成功", "调用解析失败"]
+    assert only.messages[2]["content"].startswith("错误（执行授权失败）")
 
 
 def test_a_table_guarded_without_denied_still_gives_the_loop_a_layer(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """阅读预算：笔记本要短，主线（00–06）能和原文对着读，选学的 07–10 也一样。
 
 主线是一本笔记本里 `## 练习` 和 `## 选读：…` 之前的部分。用时按一位细心的读者估计：
-说明文字每分钟 350 个字（300–450 的中间），新代码每分钟 11 行（不算空行，也不算主线里前面已经
+说明文字每分钟 350 个字（300–450 的中间；读者看的是画出来的样子：Mermaid 图只算框里和箭头上的字，表格不算竖线和分隔行），新代码每分钟 11 行（不算空行，也不算主线里前面已经
 出现过的同一行，比如又一次 `client, MODEL = switch.current()`；边读边运行），
 输出每分钟 900 个字（打印的文字和文字表格），每张消息表 15 秒。输出要执行以后才有，
 所以含输出的那一项在 test_notebooks.py 里，和执行共用一次；这里只查不含输出的部分。
@@ -41,6 +41,16 @@ def _source(cell):
     return "".join(cell["source"])
 
 
+_MERMAID = re.compile(r"```mermaid\n(.*?)```", re.S)
+_TABLE_RULE = re.compile(r"^\|[-:| ]+\|$\n?", re.M)
+
+
+def prose(cell):
+    """一格说明文字里读者要读的字：Mermaid 图换成图上的字（引号里的标签），表格去掉分隔行和竖线。"""
+    text = _MERMAID.sub(lambda m: " ".join(re.findall(r'"([^"]*)"', m.group(1))), _source(cell))
+    return _TABLE_RULE.sub("", text).replace(" | ", " ")
+
+
 def main_line(name):
     """笔记本开头到第一个 `## 练习` 或 `## 选读` 标题之前的格子。"""
     cells = []
@@ -64,7 +74,7 @@ def seen_before(name):
 
 def minutes(cells, seen=frozenset()):
     """说明文字和新代码的用时（不含输出）。`seen`：读者已经读过的代码行，再出现时不算新代码。"""
-    markdown = sum(len(_source(c)) for c in cells if c["cell_type"] == "markdown")
+    markdown = sum(len(prose(c)) for c in cells if c["cell_type"] == "markdown")
     new, seen = 0, set(seen)
     for line in code_lines(cells):
         new += line not in seen
@@ -123,3 +133,11 @@ def test_approval_answers_are_explained_only_in_10():
         text = "\n".join(_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
                          if c["cell_type"] == "markdown")
         assert not re.search(r"答\s*`?y`?.{0,40}答\s*`?n`?", text, re.S), f"{path.name} 又讲了一遍怎样回答审批"
+
+
+def test_a_diagram_counts_its_labels_not_its_syntax():
+    cell = {"cell_type": "markdown", "source": ['看图：\n', '```mermaid\n', 'flowchart TD\n',
+                                               '    A["助手消息"] -->|"没有 tool_calls"| B["结束"]\n', '```\n']}
+    assert prose(cell) == "看图：\n助手消息 没有 tool_calls 结束\n"
+    table = {"cell_type": "markdown", "source": ["| 问题 | 教学版 |\n", "|---|:---:|\n", "| 谁批准 | `guard` |\n"]}
+    assert prose(table) == "| 问题 教学版 |\n| 谁批准 `guard` |\n"

@@ -55,7 +55,7 @@ BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/s
 
 
 def check_arguments(args, schema):
-    """按工具定义的 parameters 校验参数：必填的都在，声明为 string 的是字符串；不合格就抛 ToolInputError。"""
+    """必填的都在、声明为 string 的是字符串，否则抛 ToolInputError。"""
     for key in schema.get("required", []):
         if key not in args:
             raise ToolInputError(f"缺少必填参数 {key}")
@@ -65,16 +65,14 @@ def check_arguments(args, schema):
 
 
 def check_permission(name, args):
-    """执行授权：bash 的命令里有 BLOCKED_SNIPPETS 里的片段，就抛 ToolDenied（教学级的黑名单）。"""
-    command = args.get("command")
-    if name == "bash" and isinstance(command, str):
-        for snippet in BLOCKED_SNIPPETS:
-            if snippet in command:
-                raise ToolDenied(f"命令里有被禁止的片段 {snippet!r}")
+    """bash 的命令里有被禁止的片段，就抛 ToolDenied。"""
+    found = [s for s in BLOCKED_SNIPPETS if name == "bash" and s in str(args.get("command", ""))]
+    if found:
+        raise ToolDenied(f"命令里有被禁止的片段 {found[0]!r}")
 
 
 def bash_handler(args, timeout=120):
-    """bash 工具的处理函数：参数已经校验过、命令已经放行，这里只管执行。成败看字段，不看文字。"""
+    """参数已经校验、命令已经放行，这里只管执行；成败看字段，不看文字。"""
     result = run_command(args["command"], timeout=timeout)
     if not result.ok:  # 退出码非零、超时、被信号结束、没能启动、后台进程被切断
         raise ToolFailed(result.text)  # 模型照样读到全部输出和附注
@@ -90,8 +88,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Outcome:
-    """一个工具调用的结局：`layer` 给程序读，`content` 是交给模型的文字。"""
-
+    """一个工具调用的结局：`layer` 给程序读，`content` 交给模型。"""
     layer: str  # "成功"、"调用解析失败"、"执行授权失败" 或 "工具结果失败"
     content: str
 
@@ -102,18 +99,17 @@ class Outcome:
 
 
 def failure(layer, detail):
-    """失败的结局：文字由层次拼出来，程序不用再从文字里读回层次。"""
+    """失败的结局：文字由层次拼出来。"""
     return Outcome(layer, f"错误（{layer}）：{detail}")
 
 
 def execute_tool_call(tool_call, handlers, tools=TOOLS):
-    """执行一个工具调用，无论成败都返回 Outcome。顺序照原文第二节：查工具名、解析、校验、授权，最后才是处理函数。"""
+    """执行一个工具调用，无论成败都返回 Outcome。"""
     name = tool_call.function.name
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
     try:
         if name not in handlers:
-            known = "、".join(handlers) or "（无）"
-            raise ToolInputError(f"没有名为 {name!r} 的工具，可用的工具：{known}")
+            raise ToolInputError(f"没有名为 {name!r} 的工具，可用的工具：{'、'.join(handlers) or '（无）'}")
         args = parse_arguments(tool_call.function.arguments)
         check_arguments(args, schemas.get(name, {}))
         check_permission(name, args)
@@ -130,26 +126,19 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
 
 
 # %% notebooks/05_limits.ipynb id=05limi-043
-from harness_lib import call_model  # 调模型；端点出错时抛出简短的中文 EndpointError（07 细讲）
+from harness_lib import MAX_TOKENS, call_model, guard  # call_model 把端点错误说成中文（07），guard 是审批（10）
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、ToolDenied、execute_tool_call；它们就定义在本模块上文）
-from harness_lib import guard  # 按提出调用的客户端决定要不要先问人（10 细讲）
-from harness_lib import MAX_TOKENS  # 每次回复的长度上限（512 个 token）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM, max_turns=10,
                max_tokens=MAX_TOKENS, on_turn=None, call=call_model, outcomes=None):
-    """改进后的循环：就地扩展 messages，返回最后一条回答的文字；跑满 max_turns 轮就停在两轮之间。
-
-    `call(client, model=, messages=, tools=, max_tokens=)` 调一次模型，返回完整的回复（07 加预算，08 换成流式）。
-    `outcomes`：传一个字典，循环按调用 ID 记下每个 Outcome（给程序读的那一份；工具消息里只有它的 content）。
-    """
-    handlers = guard(handlers, client, denied=ToolDenied)  # 不是离线假模型提出的调用，先经人批准（10）
+    """就地扩展 messages，返回最后的回答；`outcomes` 是个字典时，按调用 ID 记下每个 Outcome。"""
+    handlers = guard(handlers, client, denied=ToolDenied)  # 真实模型提出的调用先经人批准
     prefix = [{"role": "system", "content": system}] if system else []
     for _ in range(max_turns):
         response = call(client, model=model, messages=[*prefix, *messages], tools=tools, max_tokens=max_tokens)
         message = response.choices[0].message
-        turn = [message.model_dump(exclude_none=True)]  # 一轮攒齐了再追加
-        done = {}
+        turn, done = [message.model_dump(exclude_none=True)], {}  # 一轮攒齐了再追加
         for tool_call in message.tool_calls or []:
             done[tool_call.id] = execute_tool_call(tool_call, handlers, tools)
             turn.append({"role": "tool", "tool_call_id": tool_call.id, "content": done[tool_call.id].content})
@@ -167,10 +156,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
 
 # %% notebooks/05_limits.ipynb id=05limi-059
 def check_transcript(messages, outcomes):
-    """用原文第四节的四个问题检查一份记录，返回 {问题: 是否成立}。
-
-    `outcomes` 是循环按调用 ID 记下的 Outcome：第 2 问只信它，不从工具消息的文字里猜；没有记录的调用不算执行过。
-    """
+    """原文第四节的四个问题，返回 {问题: 是否成立}；`outcomes` 里没有记录的调用不算执行过。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
     calls = {tc["id"]: i for i, m in enumerate(msgs) for tc in m.get("tool_calls") or []}
     answered = {m.get("tool_call_id"): i for i, m in enumerate(msgs) if m.get("role") == "tool"}

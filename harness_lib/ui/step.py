@@ -179,6 +179,14 @@ class Attempt:
             return ""
         return getattr(self.error, "kind", None) or type(self.error).__name__
 
+    def layers(self) -> list[str]:
+        """这次每条工具消息的层次（从 `outcomes` 按调用 ID 读出，不读文字）；端点出错时末尾再加一项，它不在四层里。"""
+        layers = [self.outcomes[m["tool_call_id"]].layer for m in map(as_dict, self.messages)
+                  if m.get("role") == "tool" and m.get("tool_call_id") in self.outcomes]
+        if self.error is not None:
+            layers.append(f"端点出错（不在四层里）：{self.error_kind}")
+        return layers
+
 
 @dataclass
 class LoopRun:
