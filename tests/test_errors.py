@@ -51,11 +51,14 @@ THINKING = (400, "parameter.enable_thinking must be set to false for non-streami
 # 百炼只会思考的模型收到 enable_thinking=False（lobehub#8613 的原话）
 THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of the enable_thinking parameter is "
                       "restricted to True.", "invalid_parameter_error")
+# OpenAI 的 GPT-5.6、GPT-6 系列带工具而没写 reasoning_effort="none"（litellm#34569 的原话）
+TOOLS_REASONING = (400, "Function tools with reasoning_effort are not supported for gpt-6-luna in /v1/chat/completions. "
+                        "To use function tools, use /v1/responses or set reasoning_effort to 'none'.", None)
 REASONING = (400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error")
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, THINKING_ONLY, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, THINKING_ONLY, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
 
 
 def has_chinese(text):
@@ -229,6 +232,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 内容审核", "content_filter", _over_mock(_status(*INSPECTION))),
         ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
         ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
+        ("400 带工具时要关掉思考", "bad_request", _over_mock(_status(*TOOLS_REASONING))),
         ("400 只会思考的模型", "bad_request", _over_mock(_status(*THINKING_ONLY))),
         ("400 reasoning_content", "bad_request", _over_mock(_status(*REASONING))),
         ("400 百炼的工具消息规则", "bad_request", _over_mock(_status(*TOOL_PAIR))),
@@ -385,11 +389,12 @@ def test_redact():
     (CONTEXT, "上下文太长"),
     (THINKING, "enable_thinking"),
     (THINKING_ONLY, "只会思考"),
+    (TOOLS_REASONING, 'reasoning_effort="none"'),
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
 ], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only",
-        "reasoning_content", "tool_pair", "500_shape"])
+        "tools_reasoning", "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case
     exc = api_error(status, f"{message} (key {KEY})", code=code)

@@ -27,6 +27,7 @@ from harness_lib.models.fake import DEFAULT_MODEL, FakeClient, FakeHandler, Fake
 from harness_lib.models.net import free_port, is_loopback
 from harness_lib.ui.switch import ModelSwitch, model_switch, presets_table
 from harness_lib.models.wire import Rejected
+from harness_lib.lesson.loop import TOOLS
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
 
@@ -111,7 +112,7 @@ def test_widgets_are_there():
 @pytest.mark.parametrize("key,base_url,model", [
     ("dashscope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"),
     ("deepseek", "https://api.deepseek.com", "deepseek-flash"),
-    ("openai", "https://api.openai.com/v1", "gpt-4o-mini"),
+    ("openai", "https://api.openai.com/v1", "gpt-6-luna"),
     ("moonshot", "https://api.moonshot.cn/v1", "moonshot-v1-8k"),
     ("zhipu", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414"),
     ("siliconflow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct"),
@@ -422,7 +423,7 @@ CLOUD = [p for p in PRESETS if p.needs_key and p.base_url]
 def test_every_cloud_preset_names_its_source_and_check_date():
     assert {p.key for p in CLOUD} == {"dashscope", "deepseek", "openai", "moonshot", "zhipu", "siliconflow"}
     for p in CLOUD:
-        assert p.source.startswith("https://") and p.checked == PRESETS_CHECKED, p
+        assert p.source.startswith("https://") and p.checked >= PRESETS_CHECKED, p  # 单独再核对过的可以更新
         assert p.model in p.facts() and p.checked in p.facts() and p.source in p.facts()
     assert PRESETS_CHECKED == "2026-12-01"
 
@@ -442,9 +443,11 @@ def test_retired_deepseek_names_are_not_presets():
 def test_retirement_dates_are_shown_and_checked():
     from datetime import date
 
-    openai_preset = PRESETS_BY_KEY["openai"]
-    assert openai_preset.retires == "2027-01-14" and "2027-01-14 停用" in openai_preset.facts()
-    assert not openai_preset.retired_on(date(2026, 12, 1)) and openai_preset.retired_on(date(2027, 1, 14))
+    from dataclasses import replace
+
+    old_openai = replace(PRESETS_BY_KEY["openai"], model="gpt-4o-mini", retires="2027-01-14")  # 换掉之前的样子
+    assert "2027-01-14 停用" in old_openai.facts()
+    assert not old_openai.retired_on(date(2026, 12, 1)) and old_openai.retired_on(date(2027, 1, 14))
     assert not PRESETS_BY_KEY["deepseek"].retired_on(date(2030, 1, 1)), "没有公布停用日期就不算停用"
 
 
@@ -584,5 +587,80 @@ def test_a_thinking_only_model_is_not_sent_enable_thinking_false(capsys):
         assert chunks and capsys.readouterr().out == ""
         qwen_plus = client.chat.completions.create(**{**ask, "model": "qwen-plus"}, stream=True)
         assert list(qwen_plus) is not None
+    finally:
+        server.close()
+
+
+def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
+    """GPT-5.6、GPT-6 系列默认会思考，Chat Completions 带工具就回 400（离线替身照 OpenAI 的原话）：OpenAI 地址上一开始
+    就写明 reasoning_effort="none" 并改发 max_completion_tokens；别的地址上碰到一次就说明、记下、重发。不带工具的请求不动。"""
+    from harness_lib.models.errors import explain_error
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import COMPLETION_TOKENS_PREFIXES, TOOLS_WITHOUT_REASONING_PREFIXES, PresetClient
+
+    server = start_quirk_server("openai_tools_reasoning")
+    bodies = server.handler.requests
+    ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    try:
+        learned = real_client(server.base_url, "x")
+        reply = call_model(learned, model="gpt-6-luna", messages=ask, tools=TOOLS, max_tokens=64)
+        assert reply.choices[0].message.tool_calls, "补好以后，工具调用照常回来"
+        said = capsys.readouterr().out
+        assert "gpt-6-luna 不收 max_tokens" in said and 'reasoning_effort="none"' in said
+        assert [(b.get("max_completion_tokens"), b.get("reasoning_effort")) for b in bodies] == [
+            (None, None), (64, None), (64, "none")], "两条规矩各碰一次 400，各重发一次"
+        call_model(learned, model="gpt-6-luna", messages=ask, tools=TOOLS, max_tokens=64)
+        call_model(learned, model="gpt-6-luna", messages=ask, max_tokens=64)  # 不带工具：不替它写 reasoning_effort
+        assert capsys.readouterr().out == ""
+        assert [b.get("reasoning_effort") for b in bodies[3:]] == ["none", None]
+
+        del bodies[:]  # OpenAI 地址上的规矩：一开始就发对，一次 400 也没有
+        upfront = PresetClient(api_key="x", base_url=server.base_url, max_retries=0,
+                               completion_tokens_prefixes=COMPLETION_TOKENS_PREFIXES,
+                               no_reasoning_prefixes=TOOLS_WITHOUT_REASONING_PREFIXES)
+        assert call_model(upfront, model="gpt-6-luna", messages=ask, tools=TOOLS, max_tokens=64).choices[0].message.tool_calls
+        assert len(bodies) == 1 and bodies[0]["reasoning_effort"] == "none" and "max_tokens" not in bodies[0]
+        assert capsys.readouterr().out == ""
+
+        with pytest.raises(openai.BadRequestError) as info:  # 调用方自己写了别的强度：不替它改，说明讲清楚
+            openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0).chat.completions.create(
+                model="gpt-6-luna", messages=ask, tools=TOOLS, max_completion_tokens=64, reasoning_effort="low")
+        assert 'reasoning_effort="none"' in explain_error(info.value)
+    finally:
+        server.close()
+    on_openai = real_client("https://api.openai.com/v1", "x")
+    assert on_openai.tools_need_no_reasoning("gpt-6-luna") and on_openai.tools_need_no_reasoning("gpt-5.6-terra")
+    assert not on_openai.tools_need_no_reasoning("gpt-5-mini")
+    assert not real_client("https://api.deepseek.com", "x").tools_need_no_reasoning("gpt-6-luna")
+    assert PRESETS_BY_KEY["openai"].model == "gpt-6-luna" and on_openai.uses_completion_tokens("gpt-6-luna")
+
+
+# 每个云服务商预设对着一个离线替身：替身照这家服务商的参数规矩拒绝请求（原话见 QUIRKS 的出处）
+PRESET_STAND_INS = {"dashscope": "dashscope_tool_rule", "deepseek": "deepseek_thinking",
+                    "openai": "openai_tools_reasoning", "moonshot": "moonshot_usage_in_choice"}
+
+
+@pytest.mark.parametrize("key", sorted(PRESET_STAND_INS))
+def test_each_preset_runs_a_tool_round_trip_against_its_stand_in(key, capsys):
+    """预设的模型名和请求体（extra_body）走真实的 HTTP，到替身那里：两轮都成功（提出调用、读到结果后回答），
+    中途被拒的只有客户端能自己学会的那几种 400，而且每种都说明过。"""
+    from harness_lib.models.quirks import start_quirk_server
+
+    preset = PRESETS_BY_KEY[key]
+    server = start_quirk_server(PRESET_STAND_INS[key])
+    try:
+        client = real_client(server.base_url, "x", preset.extra_body)
+        messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+        first = call_model(client, model=preset.model, messages=messages, tools=TOOLS, max_tokens=512).choices[0].message
+        assert first.tool_calls, f"{key}：第一轮应当提出工具调用"
+        messages += [first.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "app.py\nutils.py"}]
+        second = call_model(client, model=preset.model, messages=messages, tools=TOOLS, max_tokens=512).choices[0].message
+        assert second.content and not second.tool_calls, f"{key}：读到结果后应当回答"
+        for body in server.handler.requests:
+            for field, value in (preset.extra_body or {}).items():
+                assert body.get(field) == value, f"{key}：每个请求都带着预设的 {field}"
+        retried = len(server.handler.requests) - 2
+        assert retried == capsys.readouterr().out.count("提示：模型"), f"{key}：每次重发都有一行说明"
     finally:
         server.close()

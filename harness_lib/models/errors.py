@@ -131,6 +131,12 @@ ERROR_TABLE = [
               "context_length", "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。"
               "循环每一轮都把工具输出放进去，越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。",
               False, True),
+    # OpenAI 的 GPT-5.6、GPT-6 系列：Chat Completions 带工具时 reasoning_effort 只能是 none
+    # （QUIRKS["openai_tools_reasoning"] 的出处，核对 2026-12-02）
+    ErrorRule(says("function tools with reasoning_effort", status=(400,)), "bad_request",
+              "这个模型默认会思考，而 OpenAI 的 Chat Completions 在它思考时不让调用工具（HTTP {status}）。"
+              "请求里写明 reasoning_effort=\"none\"（切换器的客户端碰到一次就替你写上），或改用 Responses API（本课程不讲）。",
+              False, True),
     # 百炼的只思考模型（如 qwen3-235b-a22b-thinking-2507）不收 enable_thinking=False：
     # “The value of the enable_thinking parameter is restricted to True”（lobehub#8613、agentscope#2346，核对 2026-12-01）
     ErrorRule(says("restricted to true", status=(400,)), "bad_request",

@@ -119,6 +119,15 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                    "Azure 上的 GPT-5.1 也一样（2026-07）；gpt-4o、gpt-4o-mini 两种都收",
           refs=(_GH + "fish2018/YPrompt/issues/26", _GH + "koosoli/ESPHomeDesigner/issues/379",
                 _GH + "anomalyco/opencode/issues/37964", _GH + "dsp05/overleaf-copilot/pull/43")),
+    Quirk("openai_tools_reasoning", "OpenAI（GPT-5.6、GPT-6 系列）",
+          "Chat Completions 的请求带了 tools 而 reasoning_effort 不是 \"none\"（不写也算：模型默认会思考）就回 400："
+          "“Function tools with reasoning_effort are not supported …”；和 GPT-5 系列一样不收 max_tokens。",
+          _GH + "BerriAI/litellm/pull/34569",
+          versions="gpt-5.4 显式写 reasoning_effort 时（2026-03 的报告）；gpt-5.6 系列不写也被拒（2026-07 起）；"
+                   "gpt-6-sol（2026-09）；OpenAI 的 gpt-6-luna 模型页写明 Chat Completions 只有 reasoning_effort 为 none 时"
+                   "才能调用函数（https://developers.openai.com/api/docs/models/gpt-6-luna ，2026-12-02 核对）",
+          refs=(_GH + "danny-avila/LibreChat/issues/14231", _GH + "onyx-dot-app/onyx/issues/15008",
+                _GH + "pipecat-ai/pipecat/issues/4043")),
     Quirk("deepseek_balance", "DeepSeek", "余额不足：HTTP 402 “Insufficient Balance”。",
           "https://api-docs.deepseek.com/quick_start/error_codes", versions="DeepSeek API（所有模型）"),
 ]}
@@ -187,6 +196,11 @@ _REFUSE = {
         400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
         type="invalid_request_error", param="max_tokens", code="unsupported_parameter").response()
     if "max_tokens" in b else None,
+    "openai_tools_reasoning": lambda b: _REFUSE["openai_max_completion_tokens"](b) or (Rejected(
+        400, f"Function tools with reasoning_effort are not supported for {b.get('model')} in /v1/chat/completions. "
+        "To use function tools, use /v1/responses or set reasoning_effort to 'none'.",
+        type="invalid_request_error", param="reasoning_effort").response()
+        if b.get("tools") and b.get("reasoning_effort") != "none" else None),
 }
 
 

@@ -74,11 +74,14 @@ PRESETS = [
            source="https://api-docs.deepseek.com/zh-cn/quick_start/pricing", checked=PRESETS_CHECKED,
            extra_body={"thinking": {"type": "disabled"}},
            thinking="DeepSeek 默认开着思考模式，思维链可能占掉 max_tokens（文档只对旧模型写明）；预设每次传 thinking={\"type\": \"disabled\"} 关掉它"),
-    # OpenAI：gpt-4o-mini 的 API 2027-01-14 停用——只找到第三方按弃用页的整理（https://dev.to/max_bob/openai-api-deprecations-
-    # 2026-2027-every-shutdown-date-and-recommended-replacement-gpt-4o-2ffm ），未在 OpenAI 的页面上逐字核实（2026-12-01）；
-    # 替代的 GPT-5 系列默认就思考，512 个 token 够不够没有核实，这里没有换过去（它们的 max_completion_tokens 已经处理好）。
-    Preset("openai", "OpenAI", DEFAULT_OPENAI_BASE_URL, "gpt-4o-mini",
-           source="https://developers.openai.com/api/docs/deprecations", checked=PRESETS_CHECKED, retires="2027-01-14"),
+    # OpenAI：gpt-4o-mini 2027-01-14 停用，弃用页给的替代是 gpt-6-luna（按弃用页整理的 https://github.com/orgs/cometapi-dev/
+    # discussions/151 ，2026-10-14；OpenAI 的弃用页本身只读到摘录）。gpt-6-luna 默认会思考，Chat Completions 里要调用函数
+    # 必须 reasoning_effort="none"（OpenAI 的模型页，见 QUIRKS["openai_tools_reasoning"]），也只收 max_completion_tokens：
+    # 两条都在 PresetClient 里处理。2026-12-02 核对。
+    Preset("openai", "OpenAI", DEFAULT_OPENAI_BASE_URL, "gpt-6-luna",
+           source="https://developers.openai.com/api/docs/models/gpt-6-luna", checked="2026-12-02",
+           thinking="gpt-6-luna 默认会思考；带工具的请求替它传 reasoning_effort=\"none\"（不然回 400），max_tokens 改发 "
+                    "max_completion_tokens"),
     # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23），不思考。
     Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "moonshot-v1-8k",
            source="https://platform.kimi.ai/docs/api/chat", checked=PRESETS_CHECKED),
@@ -111,9 +114,11 @@ def preset_for(base_url: str) -> Preset | None:
                  and (urlsplit(p.base_url).hostname or "").lower() == host), None)
 
 
-# OpenAI 的 GPT-5 系列和 o 系列只收 max_completion_tokens，带 max_tokens 就回 400 unsupported_parameter
+# OpenAI 的 GPT-5、GPT-6 系列和 o 系列只收 max_completion_tokens，带 max_tokens 就回 400 unsupported_parameter
 # （原话见 QUIRKS["openai_max_completion_tokens"] 的出处，2025-08 起；核对于 PRESETS_CHECKED）
-COMPLETION_TOKENS_PREFIXES = ("gpt-5", "o1", "o3", "o4")
+COMPLETION_TOKENS_PREFIXES = ("gpt-5", "gpt-6", "o1", "o3", "o4")
+# GPT-5.6、GPT-6 系列默认会思考，Chat Completions 里带 tools 就必须 reasoning_effort="none"（QUIRKS["openai_tools_reasoning"]）
+TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6")
 
 
 def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
@@ -123,6 +128,11 @@ def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
                                                and getattr(exc, "code", None) == "unsupported_parameter")
 
 
+def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
+    """这个 400 说的是“带工具时 reasoning_effort 只能是 none”。"""
+    return getattr(exc, "param", None) == "reasoning_effort" and "function tools" in str(exc).lower()
+
+
 class PresetClient(openai.OpenAI):
     """真实端点的客户端：请求参数和服务商相遇的地方，也只有这一处。
 
@@ -130,15 +140,20 @@ class PresetClient(openai.OpenAI):
     - 只收 `max_completion_tokens` 的模型（OpenAI 地址上名字以 `COMPLETION_TOKENS_PREFIXES` 开头的，以及回过
       那种 400 的），请求里的 `max_tokens` 换成同样大小的 `max_completion_tokens`；第一次碰到那种 400 时
       打印一行中文说明，记下这个模型，把同一个请求换个名字再发一次；
+    - 带工具就要 `reasoning_effort="none"` 的模型（OpenAI 地址上名字以 `TOOLS_WITHOUT_REASONING_PREFIXES` 开头的，
+      以及回过那种 400 的）：带 `tools` 而没写 `reasoning_effort` 的请求替它补上 `"none"`（同样说明一次、重发一次）；
     - 只会思考的模型回 400 “enable_thinking … restricted to True” 时，预设以后不再替这个模型传 `enable_thinking`
       （同样说明一次、重发一次）。
     `with_options` 的副本照样带着，记下的模型也共用。"""
 
-    def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (), **kwargs):
+    def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (),
+                 no_reasoning_prefixes: tuple = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.preset_body = dict(preset_body or {})
         self.completion_tokens_prefixes = tuple(completion_tokens_prefixes)
         self.completion_tokens_models: set[str] = set()
+        self.no_reasoning_prefixes = tuple(no_reasoning_prefixes)
+        self.no_reasoning_models: set[str] = set()  # 带工具时要 reasoning_effort="none" 的模型
         self.thinking_only_models: set[str] = set()  # 不收 enable_thinking=False 的模型：预设不再替它们传
 
     def copy(self, *args, **kwargs):
@@ -146,6 +161,8 @@ class PresetClient(openai.OpenAI):
         clone.preset_body = dict(self.preset_body)
         clone.completion_tokens_prefixes = self.completion_tokens_prefixes
         clone.completion_tokens_models = self.completion_tokens_models  # 学到的共用
+        clone.no_reasoning_prefixes = self.no_reasoning_prefixes
+        clone.no_reasoning_models = self.no_reasoning_models
         clone.thinking_only_models = self.thinking_only_models
         return clone
 
@@ -154,6 +171,10 @@ class PresetClient(openai.OpenAI):
     def uses_completion_tokens(self, model) -> bool:
         return isinstance(model, str) and (model in self.completion_tokens_models
                                            or model.startswith(self.completion_tokens_prefixes))
+
+    def tools_need_no_reasoning(self, model) -> bool:
+        return isinstance(model, str) and (model in self.no_reasoning_models
+                                           or model.startswith(self.no_reasoning_prefixes))
 
     def _prepare_options(self, options):
         options = super()._prepare_options(options)
@@ -165,8 +186,11 @@ class PresetClient(openai.OpenAI):
             options.extra_json = {**preset, **extra}
             if "max_tokens" in body and "max_completion_tokens" not in body \
                     and self.uses_completion_tokens(body.get("model")):
-                options.json_data = {**{k: v for k, v in body.items() if k != "max_tokens"},
-                                     "max_completion_tokens": body["max_tokens"]}
+                body = options.json_data = {**{k: v for k, v in body.items() if k != "max_tokens"},
+                                            "max_completion_tokens": body["max_tokens"]}
+            if body.get("tools") and "reasoning_effort" not in body and "reasoning_effort" not in options.extra_json \
+                    and self.tools_need_no_reasoning(body.get("model")):
+                options.json_data = {**body, "reasoning_effort": "none"}
         return options
 
     def request(self, cast_to, options, **kwargs):
@@ -179,9 +203,14 @@ class PresetClient(openai.OpenAI):
                 raise
             if "max_tokens" in body and not self.uses_completion_tokens(model) and _rejects_max_tokens(exc):
                 self.completion_tokens_models.add(model)
-                print(f"提示：模型 {model} 不收 max_tokens（HTTP 400 unsupported_parameter，GPT-5 系列、o 系列都这样），"
+                print(f"提示：模型 {model} 不收 max_tokens（HTTP 400 unsupported_parameter，GPT-5、GPT-6 系列和 o 系列都这样），"
                       f"要用 max_completion_tokens。这个客户端以后对它改发 max_completion_tokens，上限不变；"
                       f"这一次已经换好重发。")
+            elif body.get("tools") and "reasoning_effort" not in body and not self.tools_need_no_reasoning(model) \
+                    and _rejects_tools_with_reasoning(exc):
+                self.no_reasoning_models.add(model)
+                print(f"提示：模型 {model} 默认会思考，Chat Completions 里一带工具就回 400（GPT-5.6、GPT-6 系列都这样），"
+                      f"要写明 reasoning_effort=\"none\"。这个客户端以后带工具时替它写上（它就不再思考）；这一次已经补好重发。")
             elif "enable_thinking" in self.preset_body and "enable_thinking" not in body \
                     and model not in self.thinking_only_models and "restricted to true" in str(exc).lower():
                 self.thinking_only_models.add(model)
@@ -189,18 +218,20 @@ class PresetClient(openai.OpenAI):
                       f"这一次已经去掉重发。")
             else:
                 raise
-            return super().request(cast_to, options, **kwargs)
+            return self.request(cast_to, options, **kwargs)  # 每条规矩只学一次，所以重发最多几次就停
 
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
                 deadline: float = CALL_DEADLINE) -> PresetClient:
     """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
-    每次尝试最多 `deadline` 秒收完回复（`DeadlineHttpClient`）；OpenAI 的地址上，GPT-5 系列和 o 系列一开始就发
+    每次尝试最多 `deadline` 秒收完回复（`DeadlineHttpClient`）；OpenAI 的地址上，GPT-5、GPT-6 系列和 o 系列一开始就发
     `max_completion_tokens`。"""
     host = (urlsplit(base_url).hostname or "").lower()
-    prefixes = COMPLETION_TOKENS_PREFIXES if host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname else ()
+    on_openai = host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
-                        completion_tokens_prefixes=prefixes, http_client=DeadlineHttpClient(seconds=deadline),
+                        completion_tokens_prefixes=COMPLETION_TOKENS_PREFIXES if on_openai else (),
+                        no_reasoning_prefixes=TOOLS_WITHOUT_REASONING_PREFIXES if on_openai else (),
+                        http_client=DeadlineHttpClient(seconds=deadline),
                         **RETRY_POLICY)
 
 
