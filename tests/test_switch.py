@@ -569,24 +569,35 @@ def test_gpt5_family_gets_max_completion_tokens_over_http(capsys):
     assert not real_client("https://api.deepseek.com", "x").uses_completion_tokens("o1-like-name")
 
 
-def test_a_thinking_only_model_is_not_sent_enable_thinking_false(capsys):
-    """百炼只会思考的模型不收 enable_thinking=False：预设碰到一次就不再替它传；非流式照样被拒时，说明讲对原因。"""
+def test_a_thinking_only_model_works_through_streaming_under_the_hood(capsys):
+    """百炼只会思考的模型不收 enable_thinking=False，思考时又只收流式调用（离线替身照百炼的原话回 400）：客户端各说明一次、
+    记下，以后这个模型的非流式请求在底下流式发出、拼回完整的回复，工具调用和思维链都在；调用方自己要流式的照旧。"""
     from harness_lib.models.errors import explain_error
     from harness_lib.models.quirks import start_quirk_server
 
     server = start_quirk_server("dashscope_thinking_only")
+    bodies = server.handler.requests
     try:
         client = real_client(server.base_url, "x", PRESETS_BY_KEY["dashscope"].extra_body)
-        ask = dict(model="qwen3-235b-a22b-thinking-2507", messages=[{"role": "user", "content": "你好"}], max_tokens=32)
-        with pytest.raises(openai.BadRequestError) as info:
-            client.chat.completions.create(**ask)
-        assert "只会思考" in capsys.readouterr().out
-        explained = explain_error(info.value)
-        assert "只能流式调用" in explained and "non-streaming" in explained
+        ask = dict(model="qwen3-235b-a22b-thinking-2507", messages=[{"role": "user", "content": "列出当前目录中的 Python 文件"}],
+                   tools=TOOLS, max_tokens=512)
+        reply = call_model(client, **ask)
+        said = capsys.readouterr().out
+        assert "只会思考" in said and "只收流式调用" in said
+        message = reply.choices[0].message
+        assert message.tool_calls and message.tool_calls[0].function.name == "bash"
+        assert message.model_dump()["reasoning_content"], "思维链拼回来了"
+        assert reply.choices[0].finish_reason == "tool_calls" and reply.usage is not None
+        assert [(b.get("enable_thinking"), bool(b.get("stream"))) for b in bodies] == [
+            (False, False), (None, False), (None, True)], "先去掉 enable_thinking，再改成流式"
+        again = call_model(client.with_options(max_retries=0), **ask)  # 副本也记得：直接流式，不再碰 400
+        assert again.choices[0].message.tool_calls and bool(bodies[-1].get("stream")) and len(bodies) == 4
+        assert capsys.readouterr().out == ""
         chunks = list(client.chat.completions.create(**ask, stream=True))
-        assert chunks and capsys.readouterr().out == ""
-        qwen_plus = client.chat.completions.create(**{**ask, "model": "qwen-plus"}, stream=True)
-        assert list(qwen_plus) is not None
+        assert chunks and len(bodies) == 5
+        with pytest.raises(openai.BadRequestError) as info:  # 没有这个客户端时，说明讲对原因
+            openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0).chat.completions.create(**ask)
+        assert "只能流式调用" in explain_error(info.value) and "non-streaming" in explain_error(info.value)
     finally:
         server.close()
 

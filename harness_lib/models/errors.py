@@ -141,14 +141,14 @@ ERROR_TABLE = [
     # “The value of the enable_thinking parameter is restricted to True”（lobehub#8613、agentscope#2346，核对 2026-12-01）
     ErrorRule(says("restricted to true", status=(400,)), "bad_request",
               "这个模型只会思考（HTTP {status}），不收 enable_thinking=False：不要再传这个字段（百炼预设碰到一次就不再替这个模型传）。"
-              "只思考的模型通常还只收流式调用：用 08 的 agent_loop_stream；本系列非流式的格子请换一个能关掉思考的模型，例如 qwen-plus。",
+              "只思考的模型通常还只收流式调用：切换器的客户端碰到一次就替它在底下流式调用；自己建的客户端请用 08 的 agent_loop_stream。",
               False, True),
     # 百炼：思考模式的非流式调用回 400 “parameter.enable_thinking must be set to false …”
     # （alibabacloud.com/help/en/model-studio/error-code，核对 2026-12-01）
     ErrorRule(says("enable_thinking", status=(400,)), "bad_request",
               "这个模型开着思考模式，非流式调用不接受（HTTP {status}）。混合思考的模型（如开源版 Qwen3）："
               "请求里加上 extra_body={{\"enable_thinking\": False}}（百炼预设会替你加）；只会思考的模型（名字里带 thinking）："
-              "只能流式调用，用 08 的 agent_loop_stream，或换一个能关掉思考的模型，例如 qwen-plus。",
+              "只能流式调用：切换器的客户端碰到一次就替它在底下流式调用；自己建的客户端请用 08 的 agent_loop_stream。",
               False, True),
     # 思考模式没带回 reasoning_content：DeepSeek（api-docs.deepseek.com/guides/thinking_mode）、
     # Kimi（kimi.com/code/docs/en/kimi-code/error-reference.html）都回 400（核对 2026-12-01）

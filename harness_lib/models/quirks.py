@@ -223,6 +223,9 @@ _REWRITE = {
     "llamacpp_python": lambda message, body: _talk_instead(message, "你可以在终端里运行 ls 看看当前目录。")
     if message.get("tool_calls") and body.get("tool_choice") is None else message,
     "ollama_no_tools": lambda message, body: _as_json_text(message) if message.get("tool_calls") else message,
+    # 百炼只会思考的模型：每个回复都带思维链（流式时在 delta.reasoning_content 里）
+    "dashscope_thinking_only": lambda message, body: {**message,
+                                                       "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
     # DeepSeek 在工具调用的回复里给空字符串的 content
     "deepseek_thinking": lambda message, body: {**message, "content": message.get("content") or "",
                                                 "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import openai
 import pandas as pd
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
 
 from ..models.errors import CALL_DEADLINE, RETRY_POLICY, SwitchConfigError, explain_error
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
@@ -66,7 +68,7 @@ PRESETS = [
            source="https://help.aliyun.com/zh/model-studio/qwq", checked=PRESETS_CHECKED,
            extra_body={"enable_thinking": False},
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400；"
-                    "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传，它们只能流式调用"),
+                    "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传；它们只收流式调用，客户端替它们在底下流式调用"),
     # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ），
     # base_url 不带 /v1。思维链也占 max_tokens：现行文档只对已下线的 deepseek-reasoner 写明
     # （https://api-docs.deepseek.com/guides/thinking_mode ，2026-12-01 核对），所以关掉思考更稳。
@@ -128,6 +130,13 @@ def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
                                                and getattr(exc, "code", None) == "unsupported_parameter")
 
 
+def _wants_streaming(exc: openai.BadRequestError) -> bool:
+    """这个 400 说的是“思考模式只收流式调用”（百炼：“… must be set to false for non-streaming calls”；
+    别的转发服务：“enable thinking can not be support when `stream=False`”）。"""
+    said = str(exc).lower()
+    return "non-streaming" in said or "stream=false" in said.replace("`", "")
+
+
 def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
     """这个 400 说的是“带工具时 reasoning_effort 只能是 none”。"""
     return getattr(exc, "param", None) == "reasoning_effort" and "function tools" in str(exc).lower()
@@ -143,7 +152,8 @@ class PresetClient(openai.OpenAI):
     - 带工具就要 `reasoning_effort="none"` 的模型（OpenAI 地址上名字以 `TOOLS_WITHOUT_REASONING_PREFIXES` 开头的，
       以及回过那种 400 的）：带 `tools` 而没写 `reasoning_effort` 的请求替它补上 `"none"`（同样说明一次、重发一次）；
     - 只会思考的模型回 400 “enable_thinking … restricted to True” 时，预设以后不再替这个模型传 `enable_thinking`
-      （同样说明一次、重发一次）。
+      （同样说明一次、重发一次）；它再回 400 说思考时只收流式调用，以后这个模型的非流式请求都在底下改成流式发出，
+      收齐了拼回完整的 ChatCompletion（`_streamed`）。
     `with_options` 的副本照样带着，记下的模型也共用。"""
 
     def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (),
@@ -155,6 +165,7 @@ class PresetClient(openai.OpenAI):
         self.no_reasoning_prefixes = tuple(no_reasoning_prefixes)
         self.no_reasoning_models: set[str] = set()  # 带工具时要 reasoning_effort="none" 的模型
         self.thinking_only_models: set[str] = set()  # 不收 enable_thinking=False 的模型：预设不再替它们传
+        self.stream_only_models: set[str] = set()  # 只收流式调用的模型：替它们流式发出、拼回完整的回复
 
     def copy(self, *args, **kwargs):
         clone = super().copy(*args, **kwargs)
@@ -164,6 +175,7 @@ class PresetClient(openai.OpenAI):
         clone.no_reasoning_prefixes = self.no_reasoning_prefixes
         clone.no_reasoning_models = self.no_reasoning_models
         clone.thinking_only_models = self.thinking_only_models
+        clone.stream_only_models = self.stream_only_models
         return clone
 
     with_options = copy
@@ -193,12 +205,25 @@ class PresetClient(openai.OpenAI):
                 options.json_data = {**body, "reasoning_effort": "none"}
         return options
 
+    def _streamed(self, options, body: dict):
+        """只收流式调用的模型：这次请求改成流式发出，收齐以后用 SDK 的 `ChatCompletionStreamState` 拼回一个完整的
+        ChatCompletion（`reasoning_content` 这类协议之外的文字字段照样拼上），调用方看到的和非流式一样。"""
+        streamed = options.model_copy(update={"json_data": {
+            **body, "stream": True, "stream_options": body.get("stream_options") or {"include_usage": True}}})
+        state = ChatCompletionStreamState()
+        for chunk in super().request(ChatCompletionChunk, streamed, stream=True,
+                                     stream_cls=openai.Stream[ChatCompletionChunk]):
+            state.handle_chunk(chunk)
+        return state.get_final_completion()
+
     def request(self, cast_to, options, **kwargs):
+        body = options.json_data if isinstance(options.json_data, dict) else {}
+        model = body.get("model")
+        if model in self.stream_only_models and not kwargs.get("stream") and options.url.endswith("/chat/completions"):
+            return self._streamed(options, body)
         try:
             return super().request(cast_to, options, **kwargs)
         except openai.BadRequestError as exc:
-            body = options.json_data if isinstance(options.json_data, dict) else {}
-            model = body.get("model")
             if not isinstance(model, str):
                 raise
             if "max_tokens" in body and not self.uses_completion_tokens(model) and _rejects_max_tokens(exc):
@@ -216,6 +241,10 @@ class PresetClient(openai.OpenAI):
                 self.thinking_only_models.add(model)
                 print(f"提示：模型 {model} 只会思考，不收 enable_thinking=False（HTTP 400）。预设以后不再替它传这个字段；"
                       f"这一次已经去掉重发。")
+            elif not kwargs.get("stream") and model not in self.stream_only_models and _wants_streaming(exc):
+                self.stream_only_models.add(model)
+                print(f"提示：模型 {model} 思考时只收流式调用（HTTP 400）。这个客户端以后替它改成流式发出、收齐再交回完整的回复，"
+                      f"思维链（reasoning_content）也留着；这一次已经改好重发。")
             else:
                 raise
             return self.request(cast_to, options, **kwargs)  # 每条规矩只学一次，所以重发最多几次就停
