@@ -496,53 +496,56 @@ def dispatch(tool_call, handlers):
 
 ANSWERS["03-ex3-solution"] = {
     "style_a": '''
-def rebuild_assistant(message):
-    result = {"role": message.role}
-    calls = message.tool_calls or []
-    if calls:
-        result["tool_calls"] = [
-            {"id": c.id, "type": c.type,
-             "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in calls
-        ]
-    if message.content is not None:
-        result["content"] = message.content
-    elif not calls:
-        result["content"] = ""
-    return result
+def record_turn(messages, response, outputs):
+    message = response.choices[0].message
+    new = list(messages)
+    new.append(message.model_dump(exclude_none=True))
+    for call in message.tool_calls or []:
+        if call.id in outputs:
+            text = outputs[call.id]
+        else:
+            text = "错误：这个调用没有执行结果"
+        new.append({"role": "tool", "tool_call_id": call.id, "content": text})
+    return new
 ''',
     "style_b": '''
-def _one_call(call):
-    function = {}
-    function["name"] = call.function.name
-    function["arguments"] = call.function.arguments
-    return {"id": call.id, "type": call.type, "function": function}
+import copy
 
 
-def rebuild_assistant(message):
-    out = {}
-    out["role"] = message.role
-    has_calls = bool(message.tool_calls)
-    text = message.content
-    if text is None and not has_calls:
-        text = ""
-    if text is not None:
-        out["content"] = text
-    if has_calls:
-        out["tool_calls"] = list(map(_one_call, message.tool_calls))
-    return out
+def _without_none(value):
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def record_turn(messages, response, outputs):
+    assistant = response.choices[0].message
+    saved = _without_none(assistant.to_dict())
+    answers = [
+        {"role": "tool", "tool_call_id": call.id,
+         "content": outputs[call.id] if call.id in outputs else "错误：没有拿到这个调用的输出"}
+        for call in (assistant.tool_calls or ())
+    ]
+    return copy.deepcopy(list(messages)) + [saved] + answers
 ''',
-    # bug: always writes content ("" when None), even when there are calls
+    # bug: rebuilds the assistant message by hand from role, content and tool_calls, so a thinking model's
+    # reasoning_content is dropped and the next request is refused
     "bug": '''
-def rebuild_assistant(message):
-    result = {"role": message.role, "content": message.content if message.content is not None else ""}
+def record_turn(messages, response, outputs):
+    message = response.choices[0].message
+    assistant = {"role": "assistant"}
+    if message.content is not None:
+        assistant["content"] = message.content
     if message.tool_calls:
-        result["tool_calls"] = [
-            {"id": c.id, "type": c.type,
-             "function": {"name": c.function.name, "arguments": c.function.arguments}}
+        assistant["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
             for c in message.tool_calls
         ]
-    return result
+    replies = [{"role": "tool", "tool_call_id": c.id, "content": outputs.get(c.id, "错误：没有结果")}
+               for c in message.tool_calls or []]
+    return [*messages, assistant, *replies]
 ''',
 }
 
