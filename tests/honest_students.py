@@ -1072,46 +1072,59 @@ def add_count_lines(registry, workspace):
 
 ANSWERS["06-ex2-solution"] = {
     "style_a": '''
-from pathlib import Path
-
-from harness_lib import ToolDenied
-
-
-def resolve_inside(root, path):
-    base = Path(root).resolve()
-    target = (base / path).resolve()
-    if target != base and base not in target.parents:
-        raise ToolDenied(f"路径 {path} 在工作区 {base} 外面，拒绝访问")
-    return target
-''',
-    "style_b": '''
 import os
 from pathlib import Path
 
-import harness_lib
 
-
-def resolve_inside(root, path):
-    real_root = os.path.realpath(os.fspath(root))
-    joined = os.path.join(real_root, os.fspath(path))
-    real = os.path.realpath(joined)
-    if os.path.commonpath([real_root, real]) != real_root:
-        raise harness_lib.ToolDenied("不许访问工作区以外的路径：" + str(path))
-    return Path(real)
-''',
-    # bug: compares string prefixes, so /tmp/ws2 counts as inside /tmp/ws
-    "bug": '''
-from pathlib import Path
-
-from harness_lib import ToolDenied
-
-
-def resolve_inside(root, path):
+def escaping_links(root):
     base = Path(root).resolve()
-    target = (base / path).resolve()
-    if not str(target).startswith(str(base)):
-        raise ToolDenied(f"路径 {path} 在工作区外面")
-    return target
+    out = []
+    for folder, dirs, files in os.walk(base):
+        for name in [*dirs, *files]:
+            p = Path(folder, name)
+            if not p.is_symlink():
+                continue
+            target = p.resolve()
+            if target != base and base not in target.parents:
+                out.append(p.relative_to(base).as_posix())
+    out.sort()
+    return out
+''',
+    "style_b": '''
+import os
+
+
+def _walk(folder, base, found):
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if os.path.commonpath([real, base]) != base:
+                    found.append(os.path.relpath(entry.path, base).replace(os.sep, "/"))
+            elif entry.is_dir():
+                _walk(entry.path, base, found)
+
+
+def escaping_links(root):
+    base = os.path.realpath(root)
+    found = []
+    _walk(base, base, found)
+    return sorted(found)
+''',
+    # bug: compares string prefixes, so a sibling folder ws2 counts as inside ws
+    "bug": '''
+import os
+
+
+def escaping_links(root):
+    base = os.path.realpath(root)
+    result = []
+    for folder, dirs, files in os.walk(base):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) and not os.path.realpath(path).startswith(base):
+                result.append(os.path.relpath(path, base).replace(os.sep, "/"))
+    return sorted(result)
 ''',
 }
 
