@@ -1247,100 +1247,134 @@ def should_retry(exc):
 
 ANSWERS["07-ex2-solution"] = {
     "style_a": '''
-def resent_tokens(log):
-    total = 0
-    for row in log:
-        if row["第几次尝试"] > 1:
-            total += row["请求里的 token（估算）"]
-    return total
+def within_calls(max_calls, call=call_model):
+    count = [0]
+
+    def limited(client, **request):
+        if count[0] == max_calls:
+            raise BudgetExceeded(f"调模型的次数到了上限 {max_calls}，不再调用")
+        count[0] += 1
+        return call(client, **request)
+
+    return limited
 ''',
     "style_b": '''
-ATTEMPT, TOKENS = "第几次尝试", "请求里的 token（估算）"
+class _CallBudget:
+    def __init__(self, limit, call):
+        self.limit = limit
+        self.call = call
+        self.used = 0
+
+    def __call__(self, client, **request):
+        if self.used >= self.limit:
+            raise BudgetExceeded("超过了调用次数的预算：最多 %d 次" % self.limit)
+        self.used += 1
+        return self.call(client, **request)
 
 
-def resent_tokens(log):
-    return sum(int(r[TOKENS]) for r in log if int(r[ATTEMPT]) >= 2)
+def within_calls(max_calls, call=call_model):
+    return _CallBudget(max_calls, call)
 ''',
-    # bug: only the second attempt counts as a retry; third and later attempts are missed
+    # bug: one counter for the whole notebook, so a second budget starts with the first one's calls used
     "bug": '''
-def resent_tokens(log):
-    return sum(row["请求里的 token（估算）"] for row in log if row["第几次尝试"] == 2)
+_calls_so_far = 0
+
+
+def within_calls(max_calls, call=call_model):
+    def limited(client, **request):
+        global _calls_so_far
+        if _calls_so_far >= max_calls:
+            raise BudgetExceeded(f"已经调了 {_calls_so_far} 次模型，上限是 {max_calls} 次")
+        _calls_so_far += 1
+        return call(client, **request)
+
+    return limited
 ''',
 }
 
 ANSWERS["07-ex3-solution"] = {
     "style_a": '''
-import email.utils
-import time
+import ssl
 
 
-def _seconds(headers):
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
+def _causes(exc):
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+
+
+def what_to_check(exc):
+    if isinstance(exc, EndpointError):
+        exc = exc.original
+        if exc is None:
+            return None
+    if isinstance(exc, openai.APIConnectionError):
+        if any(isinstance(e, ssl.SSLCertVerificationError) for e in _causes(exc)):
+            return "证书"
+        return "代理或网络"
+    if not isinstance(exc, openai.APIStatusError):
         return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    parsed = email.utils.parsedate_tz(value)
-    if parsed is None:
-        return None
-    return email.utils.mktime_tz(parsed) - time.time()
-
-
-def retry_delay(headers, n):
-    wait = _seconds(headers)
-    if wait is not None and 0 < wait <= 120:
-        return wait
-    if wait is not None and wait > 120:
-        return None
-    return min(0.5 * 2 ** (n - 1), 8.0)
+    code = exc.status_code
+    said = (exc.message or "").lower()
+    if code == 401:
+        return "密钥"
+    if code in (400, 404) and "model" in said:
+        return "模型名"
+    if code == 404:
+        return "base_url"
+    return None
 ''',
     "style_b": '''
-def _as_float(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
+import ssl
+
+import openai
 
 
-def retry_delay(headers, n):
-    candidates = []
-    if "retry-after-ms" in headers and _as_float(headers["retry-after-ms"]) is not None:
-        candidates.append(_as_float(headers["retry-after-ms"]) / 1000.0)
-    elif "retry-after" in headers and _as_float(headers["retry-after"]) is not None:
-        candidates.append(_as_float(headers["retry-after"]))
-    for seconds in candidates:
-        if seconds > 120:
-            return None
-        if seconds > 0:
-            return seconds
-    delay = 0.5
-    for _ in range(n - 1):
-        delay *= 2
-    return delay if delay < 8 else 8.0
+def _cert_problem(error):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def what_to_check(exc):
+    original = getattr(exc, "original", exc) if isinstance(exc, EndpointError) else exc
+    if isinstance(original, openai.APIConnectionError):
+        return "证书" if _cert_problem(original) else "代理或网络"
+    status = getattr(original, "status_code", None) if isinstance(original, openai.APIStatusError) else None
+    if status == 401:
+        return "密钥"
+    if status in (400, 404):
+        if "MODEL" in str(original.message).upper():
+            return "模型名"
+        if status == 404:
+            return "base_url"
+    return None
 ''',
-    # bug: no 8-second cap on the exponential backoff
+    # bug: looks only one step down the cause chain, so a certificate failure wrapped twice reads as a network problem
     "bug": '''
-def retry_delay(headers, n):
-    for key, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        if key in headers:
-            try:
-                seconds = float(headers[key]) / scale
-            except ValueError:
-                continue
-            if seconds > 120:
-                return None
-            if seconds > 0:
-                return seconds
-            break
-    return 0.5 * 2 ** (n - 1)
+import ssl
+
+
+def what_to_check(exc):
+    if isinstance(exc, EndpointError):
+        exc = exc.original
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "证书"
+        return "代理或网络"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 401:
+            return "密钥"
+        if exc.status_code in (400, 404) and "model" in exc.message.lower():
+            return "模型名"
+        if exc.status_code == 404:
+            return "base_url"
+    return None
 ''',
 }
 
