@@ -52,11 +52,11 @@ lesson: $(VENV)/.installed-dev
 
 # 课程作业：生成学生版到 release/，给 $(SUBMISSIONS)/<学号>/*.ipynb 自动评分到 grades/
 release: $(VENV)/.installed-dev-teach
-	$(PY) coursework/course.py release --out release
+	$(PY) -m coursework.course release --out release
 
 autograde: $(VENV)/.installed-dev-teach
 	@scripts/apt-install.sh bwrap=bubblewrap
-	$(PY) coursework/course.py autograde $(SUBMISSIONS) --out grades
+	$(PY) -m coursework.course autograde $(SUBMISSIONS) --out grades
 
 clean:
 	rm -rf $(VENV) .pytest_cache _build

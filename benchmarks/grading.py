@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import tempfile
 import time
@@ -20,10 +19,9 @@ JOBS = 4  # 评分进程数：笔记本里有 sleep 和超时演示要等，2 �
 
 
 def _course():
-    spec = importlib.util.spec_from_file_location("course", ROOT / "coursework" / "course.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from coursework import course
+
+    return course
 
 
 def run(quick: bool = False) -> list[Figure]:

@@ -1,9 +1,9 @@
 """收作业：把乱七八糟的提交文件夹整理成每个学生一份干净的笔记本，交给评分。
 
-    from collect import collect
+    from coursework.collect import collect
     subs = collect(Path("submissions"), instructor_notebooks, Path("work/collected"), due=截止时间)
 
-整理后的笔记本写在 `workdir/<学号>/<教师版笔记本名>.ipynb`，正好是 `course.py autograde`
+整理后的笔记本写在 `workdir/<学号>/<教师版笔记本名>.ipynb`，正好是 `python -m coursework.course autograde`
 要的 `SUBMISSIONS/<学号>/<笔记本>.ipynb`。这里只读文件、改 JSON，不执行任何东西；
 一个学生的文件再乱也不会抛异常，发现和修好的问题都写进这个学生的 `notes`。
 

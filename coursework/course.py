@@ -1,7 +1,7 @@
 """课程作业：用 nbgrader 生成学生版、批量自动评分。
 
-    python coursework/course.py release   [--out release]
-    python coursework/course.py autograde SUBMISSIONS [--out grades] [--jobs N] [--feedback safe|full]
+    python -m coursework.course release   [--out release]
+    python -m coursework.course autograde SUBMISSIONS [--out grades] [--jobs N] [--feedback safe|full]
 
 `notebooks/` 里是教师版（带参考答案和隐藏测试）。`release` 把它们交给 nbgrader 的
 generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试被删掉，结果放进 `--out`。
@@ -37,8 +37,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # 同一目录里的 sandbox、collect、report
-
 from harness_lib.safety.secrets import redact
 from harness_lib.ui.clients import learner_environment
 
@@ -51,9 +49,7 @@ try:
 except ImportError as exc:
     raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
 
-import collect  # noqa: E402  （要先有上面的 sys.path）
-import report  # noqa: E402
-import sandbox  # noqa: E402
+from . import collect, report, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 # nbgrader 会按名字调用 alembic：把当前解释器所在的 bin/Scripts 目录放到 PATH 最前面，
@@ -385,9 +381,9 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
         for i in range(jobs):
             results = tmp / f"results{i}.jsonl"
             results.touch()
-            cmd = [sys.executable, __file__, "_group", str(course), str(results), str(timeout), feedback,
+            cmd = [sys.executable, "-m", "coursework.course", "_group", str(course), str(results), str(timeout), feedback,
                    "1" if unsandboxed else "0", json.dumps([str(submissions), str(out), tempfile.gettempdir()]), *ids[i::jobs]]
-            procs.append((subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.DEVNULL,
+            procs.append((subprocess.Popen(cmd, env={**_clean_env(), "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
                                            stderr=open(tmp / f"log{i}.txt", "w")), results))
         written = {}  # 学生 → 成绩表里的一行：评完就定了，边评边写和最后一次都不再重读成绩库
         statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,

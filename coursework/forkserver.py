@@ -163,8 +163,7 @@ def _one_kernel(conn, request: dict, cwd: str, count: int, server) -> None:
 
 
 def serve(cwd: str) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import grading_kernel  # noqa: F401  ipykernel、IPython、harness_lib 都在这里导入好
+    import grading_kernel  # noqa: F401  ipykernel、IPython、harness_lib 都在这里导入好（以脚本运行，所在目录就在 sys.path 上）
 
     for name in PRELOAD:  # 笔记本第一格就要导入的包；装不上也照样评分，只是慢些
         try:

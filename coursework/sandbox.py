@@ -39,8 +39,8 @@ from nbgrader.preprocessors import Execute
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = Path(__file__).with_name("grading_kernel.py")
 FORKSERVER = Path(__file__).with_name("forkserver.py")
-sys.path.insert(0, str(FORKSERVER.parent))
-import forkserver  # noqa: E402
+
+from . import forkserver  # noqa: E402
 
 MEMORY = 4 << 30  # 每个进程的虚拟内存上限（字节）：pandas、openai 加上学生的代码都够用
 FILE_SIZE = 256 << 20  # 单个文件的上限

@@ -5,7 +5,7 @@
 1. 取前端脚本：用 npm 按固定版本取 `mermaid` 和 `@jupyter-widgets/html-manager` 的包，核对包的 sha512，
    把要用的文件放进网站的 `_static/vendor/`。网页里的脚本和字体都来自这些包和主题本身，打开网页时不连外网。
 2. 准备源文件（`_build/site-src/`）：
-   - 笔记本用学生版（`coursework/course.py release`，和发给学生的一样：没有参考答案和隐藏测试）；
+   - 笔记本用学生版（`python -m coursework.course release`，和发给学生的一样：没有参考答案和隐藏测试）；
      练习格标上 nbclient 认得的 `skip-execution`，只显示、不运行；
    - 09 有真实模型的录像（`site/recordings/09_run.jsonl`）时，在它录制的那一格后面加一格，把录像里的对话
      和假模型那一遍并排显示；
@@ -137,11 +137,11 @@ def vendor() -> None:
 
 def student_notebooks(into: Path) -> list[Path]:
     """学生版：和 make release 同一条命令（nbgrader 去掉参考答案和隐藏测试）。"""
-    subprocess.run([sys.executable, str(ROOT / "coursework" / "course.py"), "release", "--out", str(into)],
+    subprocess.run([sys.executable, "-m", "coursework.course", "release", "--out", str(into)],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     found = sorted(into.glob(NOTEBOOK_GLOB))
     if not found:
-        raise SystemExit("学生版里没有笔记本：coursework/course.py release 没有生成任何文件")
+        raise SystemExit("学生版里没有笔记本：python -m coursework.course release 没有生成任何文件")
     return found
 
 

@@ -108,10 +108,10 @@ def printed_base_url(proc, out_path, what, log_path=None, timeout=30):
 
 @pytest.fixture(scope="session")
 def release_dir(tmp_path_factory):
-    """学生版：`coursework/course.py release` 的真实输出（约 10 秒），几个测试文件共用一份，只读不改。"""
+    """学生版：`python -m coursework.course release` 的真实输出（约 10 秒），几个测试文件共用一份，只读不改。"""
     out = tmp_path_factory.mktemp("release")
-    subprocess.run([sys.executable, str(ROOT / "coursework" / "course.py"), "release", "--out", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "coursework.course", "release", "--out", str(out)],
+                   check=True, capture_output=True, cwd=ROOT)
     assert sorted(p.name for p in out.glob("*.ipynb")) == sorted(p.name for p in notebook_paths())
     return out
 
@@ -123,11 +123,8 @@ def prepared_course(tmp_path_factory):
     `course.autograde` 见到 `<out>/course/gradebook.db` 已经存在就不再准备；几个测试把它复制过去，
     省下每次约 5 秒的 generate_assignment。
     """
-    import importlib.util
+    from coursework import course
 
-    spec = importlib.util.spec_from_file_location("course_for_tests", ROOT / "coursework" / "course.py")
-    course = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(course)
     path = tmp_path_factory.mktemp("prepared") / "course"
     course._prepare_course(path, course.instructor_notebooks())
     return path

@@ -2,7 +2,6 @@
 
 import copy
 import csv
-import importlib.util
 import json
 import os
 import pathlib
@@ -24,16 +23,7 @@ from nbgrader.nbgraderformat import MetadataValidator  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
 
-def _load_module(name):
-    spec = importlib.util.spec_from_file_location(f"coursework_{name}", ROOT / "coursework" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-collect = _load_module("collect")
-report = _load_module("report")
+from coursework import collect, report  # noqa: E402
 
 INSTRUCTOR = notebook_paths()
 STEMS = [p.stem for p in INSTRUCTOR]
@@ -301,11 +291,11 @@ def test_stripped_metadata_is_restored(tmp_path, released, damage):
 
 def test_stripped_metadata_and_new_ids_fall_back_to_the_test_source(tmp_path, released):
     nb = _strip_and_renumber(_answer(_student(released, "03_one_request"), "03-ex3-solution",
-                                     "def rebuild_assistant(message):\n    return dict(message)"))
+                                     "def record_turn(messages, response, outputs):\n    return list(messages)"))
     _write(nb, tmp_path / "subs" / "2021010" / "03_one_request.ipynb")
     sub = _run(tmp_path)["2021010"]
     got = assert_clean(sub.notebooks["03_one_request"], released)
-    assert _src(got["cells"][_find(got, "03-ex3-solution")]) == "def rebuild_assistant(message):\n    return dict(message)"
+    assert _src(got["cells"][_find(got, "03-ex3-solution")]) == "def record_turn(messages, response, outputs):\n    return list(messages)"
     assert len(got["cells"]) == len(nb["cells"])
 
 

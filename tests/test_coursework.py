@@ -2,7 +2,6 @@
 
 import csv
 import html.parser
-import importlib.util
 import json
 import re
 import shutil
@@ -17,9 +16,7 @@ from conftest import ROOT, notebook_paths
 
 pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teach]")
 
-spec = importlib.util.spec_from_file_location("course", ROOT / "coursework" / "course.py")
-course = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(course)
+from coursework import course  # noqa: E402
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 

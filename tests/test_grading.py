@@ -211,7 +211,6 @@ def test_every_hidden_assertion_speaks_chinese(name):
 
 # 库里没有现成做这件事的函数，所以这几道题的测试不用查（每一道都写明原因）
 NOTHING_TO_DELEGATE = {
-    "07-ex3-tests": "算出重试前要等多久：harness_lib 把重试交给 SDK，没有这样的函数",
     "10-ex2-tests": "把拒绝和命令配成对：库里没有这样的函数，消息表只显示截短的预览",
 }
 ALL_NOTEBOOKS = [p.stem for p in notebook_paths()]

@@ -4,7 +4,6 @@
 通过真实的沙盒评分（`course.autograde`）一次评完，再按题读出每个学生的得分。
 """
 
-import importlib.util
 import json
 import shutil
 
@@ -15,9 +14,7 @@ from honest_students import ANSWERS
 
 pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teach]")
 
-spec = importlib.util.spec_from_file_location("course_for_honest", ROOT / "coursework" / "course.py")
-course = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(course)
+from coursework import course  # noqa: E402
 
 STUDENTS = ("style_a", "style_b", "bug")
 

@@ -6,7 +6,6 @@
 
 import csv
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -23,9 +22,7 @@ from conftest import ROOT
 
 pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teach]")
 
-spec = importlib.util.spec_from_file_location("course", ROOT / "coursework" / "course.py")
-course = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(course)
+from coursework import course  # noqa: E402
 
 _NO_SANDBOX = course.sandbox.available()
 if _NO_SANDBOX:

@@ -8,7 +8,6 @@
 """
 
 import ast
-import importlib.util
 import json
 import re
 import shutil
@@ -21,9 +20,7 @@ from conftest import ROOT, notebook_paths
 
 pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teach]")
 
-spec = importlib.util.spec_from_file_location("course_isolation", ROOT / "coursework" / "course.py")
-course = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(course)
+from coursework import course  # noqa: E402
 
 MARKERS = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
 
@@ -169,10 +166,9 @@ def test_a_module_level_helper_named_like_the_tests_one_is_not_replaced(graded):
 
 
 def _test_cells():
-    spec = importlib.util.spec_from_file_location("grading_kernel_for_tests", ROOT / "coursework" / "grading_kernel.py")
-    kernel = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kernel)
-    return kernel
+    from coursework import grading_kernel
+
+    return grading_kernel
 
 
 def test_a_test_cell_reads_the_notebooks_names_and_keeps_its_own(monkeypatch):
