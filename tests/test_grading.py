@@ -251,3 +251,15 @@ def test_a_role_package_forbids_every_module_inside_it():
     with pytest.raises(AssertionError, match="messages_frame"):
         assert_own_work(uses_the_table, harness_lib.ui)
     assert_own_work(uses_the_table, harness_lib.safety)  # 别的包不管它
+
+
+def test_a_subclass_of_a_forbidden_class_is_caught():
+    """学生的类继承了被禁止的类（隔几代也算）：活还是交给了它。继承内置的异常不算。"""
+    namespace = {"Workspace": Workspace}
+    exec("class Mine(Workspace):\n    pass\n\nclass Deeper(Mine):\n    def go(self):\n        return 1\n\n"
+         "def resolve_inside(root, path):\n    return Deeper(root).resolve(path)\n\n"
+         "class Refused(Exception):\n    pass\n\n"
+         "def own(root, path):\n    raise Refused(path)\n", namespace)
+    with pytest.raises(AssertionError, match="父类 Workspace"):
+        assert_own_work(namespace["resolve_inside"], Workspace)
+    assert_own_work(namespace["own"], Workspace)

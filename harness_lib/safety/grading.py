@@ -1,7 +1,7 @@
 """批改练习用：确认学生的函数是自己写的，没有把题目的活交给 harness_lib 里现成的定义。
 
 `assert_own_work(fn, *forbidden)` 顺着 `fn` 能走到的代码（全局名字、import、`模块.属性`、嵌套函数、闭包、
-默认参数、`partial`、学生自己的辅助函数和类）查一遍。`forbidden` 是对象本身，或者一个模块（连同它交出去的
+默认参数、`partial`、学生自己的辅助函数和类，连同类继承来的父类）查一遍。`forbidden` 是对象本身，或者一个模块（连同它交出去的
 harness_lib 定义；一个包算上它下面的每个模块）。静态的检查：`eval`、拼出来的 `getattr` 查不到。
 """
 
@@ -75,7 +75,12 @@ class _Walker:
                     pass
             self.code(obj.__code__, obj.__globals__)
         elif isinstance(obj, type) and not _from_package(obj):
-            for attr in vars(obj).values():
+            for base in obj.__mro__[1:]:  # 继承来的也算：子类化一个被禁止的类，等于把活交给了它
+                if self.hit(base, f"{how} 的父类 {base.__qualname__}"):
+                    break
+                if base.__module__ == obj.__module__:  # 同一处定义的父类（学生自己的）接着查它的代码
+                    self.value(base, how)
+            for attr in list(vars(obj).values()):
                 attr = getattr(attr, "__func__", attr)  # staticmethod、classmethod
                 for part in (attr.fget, attr.fset) if isinstance(attr, property) else (attr,):
                     if isinstance(part, types.FunctionType):
