@@ -27,7 +27,6 @@ generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试�
 """
 
 import argparse
-import csv
 import functools
 import json
 import os
