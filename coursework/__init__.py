@@ -2,3 +2,13 @@
 
 命令行入口是 `python -m coursework.course`（`make release`、`make autograde`）。
 """
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"  # 教师版笔记本：带参考答案和隐藏测试
+
+
+def instructor_notebooks() -> list[Path]:
+    """教师版笔记本，按编号排好。"""
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

@@ -22,7 +22,7 @@ from conftest import ROOT
 
 pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teach]")
 
-from coursework import course  # noqa: E402
+from coursework import course, feedback  # noqa: E402
 
 _NO_SANDBOX = course.sandbox.available()
 if _NO_SANDBOX:
@@ -258,7 +258,7 @@ def test_a_crashed_notebook_is_explained_and_only_costs_itself(graded):
 
 def test_no_hidden_test_and_no_planted_secret_reaches_any_feedback(graded):
     out, _, _, _ = graded
-    hidden = course._hidden_lines((ROOT / "notebooks" / f"{NB}.ipynb",))
+    hidden = feedback.hidden_lines((ROOT / "notebooks" / f"{NB}.ipynb",))
     assert hidden
     for path in (out / "feedback").rglob("*"):
         if path.suffix not in (".html", ".ipynb"):
