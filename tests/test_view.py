@@ -298,3 +298,52 @@ def test_without_ipython_prints_text(capsys):
     view.update()
     out = capsys.readouterr().out
     assert out.count("共 2 条消息") == 1 and out.count("共 3 条消息") == 1
+
+
+def _loop_view(script, **loop_kwargs):
+    """跑一次 agent_loop（脚本模式的假模型，走真实的 HTTP），表在循环开始前建好；返回 (表, messages, outcomes)。"""
+    from harness_lib import FakeClient, agent_loop
+
+    messages, outcomes = [{"role": "user", "content": "列出当前目录中的 Python 文件"}], {}
+    view = MessagesView(messages, outcomes=outcomes)
+    client = FakeClient(script=script) if script is not None else FakeClient()
+    agent_loop(messages, client=client, model="fake-agent-1", outcomes=outcomes, on_turn=view.update, **loop_kwargs)
+    return view, messages, outcomes
+
+
+def test_assistant_rows_show_usage_and_time_and_tool_rows_their_layer(tmp_path, monkeypatch):
+    """每条助手消息下面标出那次调用的用量和用时；工具消息标出循环记下的层次，写得像失败的输出照样是成功。"""
+    from harness_lib import scripted_call, text_reply, tool_reply
+
+    monkeypatch.chdir(tmp_path)
+    script = [tool_reply(scripted_call("bash", {"command": "echo '错误（执行授权失败）：假的'"}),
+                         scripted_call("bash", '{"command": "ls"')),
+              text_reply("好的。")]
+    view, messages, outcomes = _loop_view(script)
+    html = view.html()
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert sorted(view.turns) == [1, 4], "两条助手消息各对上一次调用"
+    assert all(t.prompt_tokens and t.completion_tokens and t.seconds >= 0 for t in view.turns.values())
+    assert html.count(" token · ") == 2 and html.count(" 秒") >= 2
+    assert html.count("✓ 成功") == 1 and html.count(">调用解析失败</span>") == 1, "层次来自 outcomes"
+    assert ">执行授权失败</span>" not in html, "输出里印着的“错误（执行授权失败）”不是层次"
+    assert "max_tokens 被截断" not in html
+
+
+def test_a_reply_cut_at_max_tokens_is_marked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    view, messages, _ = _loop_view(None, max_tokens=5, max_turns=2)
+    assert "⚠ 写到 max_tokens 被截断" in view.html()
+    assert [t.finish_reason for t in view.turns.values()][-1] == "length"
+
+
+def test_a_table_opened_after_the_calls_marks_nothing(tmp_path, monkeypatch):
+    """表建好之前的调用不算它的：宁可空着，也不把用量标到别的消息上。"""
+    from harness_lib import scripted_call, text_reply, tool_reply
+
+    monkeypatch.chdir(tmp_path)
+    _, messages, outcomes = _loop_view([tool_reply(scripted_call("bash", {"command": "echo 好"})), text_reply("好的。")])
+    later = MessagesView(messages)
+    assert later.turns == {} and " token · " not in later.html()
+    assert "✓ 成功" not in later.html(), "没传 outcomes 就不标层次"
+    assert "✓ 成功" in MessagesView(messages, outcomes=outcomes).html()

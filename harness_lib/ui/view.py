@@ -2,6 +2,8 @@
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由第几行回应”“回应第几行”，没有回应的
 调用、找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
+表开着的时候经 `call_model` 调的模型，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
+传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
 """
 
 from collections import Counter
@@ -12,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 from ..models.checks import as_dict
+from ..models.errors import calls_since, last_call_seq
 from ..models.script import text_of
 from .step import calls_of
 
@@ -137,20 +140,41 @@ def _calls_cell(pos: int, pairing: _Pairing, budget: list[int]) -> str:
     return "".join(parts)
 
 
-def _id_cell(row: dict, pairing: _Pairing) -> str:
+def _id_cell(row: dict, pairing: _Pairing, outcomes=None) -> str:
     cid = str(row.get("tool_call_id") or "")
     if row.get("role") != "tool":
         return _chip(cid, pairing) if "tool_call_id" in row else ""
     if not cid:
         return _warn("⚠ 缺少 tool_call_id")
+    layer = getattr((outcomes or {}).get(cid), "layer", None)  # 循环记下的结局，不从文字里猜
+    shown = "" if layer is None else " " + (_hint("✓ 成功") if layer == "成功" else _layer(layer))
     if cid in pairing.call_pos:
-        return f"{_chip(cid, pairing)} {_hint(f'↩ 回应第 {pairing.call_pos[cid]} 行')}"
-    return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}"
+        return f"{_chip(cid, pairing)} {_hint(f'↩ 回应第 {pairing.call_pos[cid]} 行')}{shown}"
+    return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}{shown}"
 
 
-def messages_html(messages, title: str | None = None) -> str:
-    """整张表的 HTML（只用行内样式，不用脚本）。"""
+def _layer(text: str) -> str:
+    return f'<span style="background:#fff1d6;border:1px solid #d97706;color:#7c2d12;{_CHIP}">{escape(text)}</span>'
+
+
+def _role_cell(role: str, turn) -> str:
+    """角色；助手消息下面再标这次调用的用量、用时，被 max_tokens 截断时标出来（没有记录就不标）。"""
+    cell = f"<b>{escape(role)}</b>"
+    if turn is None:
+        return cell
+    used = "+".join(str(n) for n in (turn.prompt_tokens, turn.completion_tokens) if n is not None)
+    parts = ([f"{used} token"] if used else []) + [f"{turn.seconds:.2f} 秒" if turn.seconds >= 0.01 else "不到 0.01 秒"]
+    cell += f"<br>{_hint(' · '.join(parts))}"
+    if turn.finish_reason == "length":
+        cell += f"<br>{_warn('⚠ 写到 max_tokens 被截断')}"
+    return cell
+
+
+def messages_html(messages, title: str | None = None, outcomes=None, turns=None) -> str:
+    """整张表的 HTML（只用行内样式，不用脚本）。`outcomes`：调用 ID → 结局（有 `.layer`）；`turns`：位置 → 那条助手
+    消息对应的 `CallRecord`。"""
     rows = _rows(messages)
+    turns = turns or {}
     pairing = _Pairing(rows)
     legend = " ".join(f'<span style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border:1px solid #d0d7de;'
                       f'border-radius:4px;padding:0 6px;white-space:nowrap">{escape(role or "（无 role）")} {n}</span>'
@@ -174,8 +198,8 @@ def messages_html(messages, title: str | None = None) -> str:
         row = rows[pos]
         role = str(row.get("role", ""))
         calls = _calls_cell(pos, pairing, budget)
-        cells = [f'<span style="color:#57606a">{pos}</span>', f"<b>{escape(role)}</b>",
-                 _cell(text_of(row.get("content")), pos, budget), calls, _id_cell(row, pairing)]
+        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(role, turns.get(pos)),
+                 _cell(text_of(row.get("content")), pos, budget), calls, _id_cell(row, pairing, outcomes)]
         body.append(f'<tr style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border-bottom:1px solid #e3e6ea">'
                     + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(COLUMNS, cells))
                     + "</tr>")
@@ -200,13 +224,33 @@ class MessagesView:
     """一张活的消息表。它保存列表的引用：循环往 `messages` 里追加后 `view.update()` 就能看到此刻的样子。
     每张表是它那一格的快照：在显示它的那一格里原地刷新，在后面的格子里 `update()` 会另起一张，前面那张保持原样。"""
 
-    def __init__(self, messages=None, title: str | None = None):
+    def __init__(self, messages=None, title: str | None = None, outcomes=None):
         self.messages = messages if messages is not None else []
         self.title = title
+        self.outcomes = outcomes  # 循环按调用 ID 记下的结局（同一个字典，循环往里写）
         self._handle = self._shown_in = self.display_id = None  # 显示句柄、在第几次执行里显示的、它的 display_id
+        self.turns: dict = {}  # 位置 → 那条助手消息对应的 CallRecord
+        self._seq, self._known = last_call_seq(), len(self._assistants())
+
+    def _assistants(self) -> list[int]:
+        return [pos for pos, row in enumerate(_rows(self.messages)) if row.get("role") == "assistant"]
+
+    def _match_calls(self) -> None:
+        """表开着以后经 call_model 完成的调用，按先后对上新出现的助手消息；条数对不上（有的调用没经过
+        call_model）就不标，宁可空着也不标错。记录被退回（变短）时，去掉已经不在的那几行。"""
+        assistants = self._assistants()
+        self.turns = {pos: t for pos, t in self.turns.items() if pos < len(self.messages)}
+        self._known = min(self._known, len(assistants))
+        records, new = calls_since(self._seq), assistants[self._known:]
+        if records and len(records) == len(new):
+            self.turns.update(zip(new, records))
+        if records:
+            self._seq = records[-1].seq
+        self._known = len(assistants)
 
     def html(self) -> str:
-        return messages_html(self.messages, self.title)
+        self._match_calls()
+        return messages_html(self.messages, self.title, self.outcomes, self.turns)
 
     _repr_html_ = html
 
@@ -234,8 +278,9 @@ class MessagesView:
         self.update()  # 同一格里刚显示过（`show_messages(...)` 写在最后一行）就只原地刷新，不多出一张
 
 
-def show_messages(messages, title: str | None = None) -> MessagesView:
-    """显示一张消息表并返回它；同一格里每轮 `view.update()` 原地刷新，后面的格子里另起一张。"""
-    view = MessagesView(messages, title=title)
+def show_messages(messages, title: str | None = None, outcomes=None) -> MessagesView:
+    """显示一张消息表并返回它；同一格里每轮 `view.update()` 原地刷新，后面的格子里另起一张。
+    `outcomes`：传给循环的同一个字典，工具消息就标出各自的层次。"""
+    view = MessagesView(messages, title=title, outcomes=outcomes)
     view.show()
     return view
