@@ -347,3 +347,23 @@ def test_a_table_opened_after_the_calls_marks_nothing(tmp_path, monkeypatch):
     assert later.turns == {} and " token · " not in later.html()
     assert "✓ 成功" not in later.html(), "没传 outcomes 就不标层次"
     assert "✓ 成功" in MessagesView(messages, outcomes=outcomes).html()
+
+
+def test_a_rolled_back_reply_keeps_no_usage_for_the_row_that_replaces_it(tmp_path, monkeypatch):
+    """run_loop 退回记录、换【脚本示范】重跑：新的助手消息对上新的调用，不沿用被退回的那一条的用量。"""
+    from harness_lib import FakeClient, agent_loop, run_loop, text_reply
+    from harness_lib.models.errors import last_call_seq
+
+    monkeypatch.chdir(tmp_path)
+    messages, outcomes = [{"role": "user", "content": "列出当前目录中的 Python 文件"}], {}
+    view = MessagesView(messages, outcomes=outcomes)
+    before = last_call_seq()
+    talker = FakeClient(script=[text_reply("你可以运行 ls *.py 看看。")])
+    run = run_loop(agent_loop, messages, client=talker, model="m", want="tools", outcomes=outcomes,
+                   on_turn=view.update, quiet=True)
+    assert run.scripted
+    assistants = [pos for pos, m in enumerate(messages) if m["role"] == "assistant"]
+    view.html()
+    assert sorted(view.turns) == assistants, "假模型那一遍的每条助手消息都对上了自己的调用"
+    assert [view.turns[p].seq for p in assistants] == [before + 2 + i for i in range(len(assistants))], \
+        "第 1 次调用是被退回的那一条，不标在任何一行上"

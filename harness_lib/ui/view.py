@@ -229,24 +229,31 @@ class MessagesView:
         self.title = title
         self.outcomes = outcomes  # 循环按调用 ID 记下的结局（同一个字典，循环往里写）
         self._handle = self._shown_in = self.display_id = None  # 显示句柄、在第几次执行里显示的、它的 display_id
-        self.turns: dict = {}  # 位置 → 那条助手消息对应的 CallRecord
-        self._seq, self._known = last_call_seq(), len(self._assistants())
+        self._seq = last_call_seq()
+        self._seen: dict[int, tuple] = {}  # id(助手消息) → (那条消息, 对上的 CallRecord 或 None)
+        self._match_calls()  # 表建好之前就在的助手消息算见过，不对上任何调用
 
-    def _assistants(self) -> list[int]:
-        return [pos for pos, row in enumerate(_rows(self.messages)) if row.get("role") == "assistant"]
+    @property
+    def turns(self) -> dict:
+        """位置 → 那条助手消息对应的 CallRecord（按消息对象本身认，记录被退回又重写时不会张冠李戴）。"""
+        out = {}
+        for pos, message in enumerate(self.messages):
+            seen = self._seen.get(id(message))
+            if seen is not None and seen[0] is message and seen[1] is not None:
+                out[pos] = seen[1]
+        return out
 
     def _match_calls(self) -> None:
         """表开着以后经 call_model 完成的调用，按先后对上新出现的助手消息；条数对不上（有的调用没经过
-        call_model）就不标，宁可空着也不标错。记录被退回（变短）时，去掉已经不在的那几行。"""
-        assistants = self._assistants()
-        self.turns = {pos: t for pos, t in self.turns.items() if pos < len(self.messages)}
-        self._known = min(self._known, len(assistants))
-        records, new = calls_since(self._seq), assistants[self._known:]
-        if records and len(records) == len(new):
-            self.turns.update(zip(new, records))
+        call_model）就不标，宁可空着也不标错。"""
+        new = [m for m in self.messages if as_dict(m).get("role") == "assistant"
+               and not (id(m) in self._seen and self._seen[id(m)][0] is m)]
+        records = calls_since(self._seq)
+        matched = records if records and len(records) == len(new) else [None] * len(new)
+        for message, record in zip(new, matched):
+            self._seen[id(message)] = (message, record)
         if records:
             self._seq = records[-1].seq
-        self._known = len(assistants)
 
     def html(self) -> str:
         self._match_calls()
@@ -269,6 +276,7 @@ class MessagesView:
         """按列表此刻的内容重画：在显示它的那一格里原地替换，在后面的格子里另起一张。"""
         if messages is not None:
             self.messages = messages
+        self._match_calls()  # 每轮都对一次：不显示（不在 IPython 里）时也按轮对上
         if self._handle is None or _execution_count() != self._shown_in:
             self.show()
         else:
