@@ -10,6 +10,7 @@ from IPython.display import display
 from openai.types.chat import ChatCompletionMessage
 
 from harness_lib.ui.view import (
+    _WARN,
     COLUMNS,
     FULL_TEXT_CAP,
     MessagesView,
@@ -136,7 +137,7 @@ def test_pairing_is_shown_in_both_rows():
     assert chip in rows[3], "同一个 id 在助手行和工具行用同一个小标签"
     assert "→ 由第 3 行回应" in rows[2]
     assert "↩ 回应第 2 行" in rows[3]
-    assert "未回应" not in html and "找不到对应的调用" not in html
+    assert "等回应" not in html and "找不到对应的调用" not in html
     # 角色计数与图例
     assert "共 5 条消息" in html and "assistant 2" in html and "tool 1" in html
 
@@ -154,7 +155,7 @@ def test_different_ids_get_different_colours():
 def test_unanswered_call_is_flagged():
     msgs = one_turn()[:3]
     html = messages_html(msgs)
-    assert "⚠ 未回应" in rows_of(html)[2]
+    assert "等回应" in rows_of(html)[2] and _WARN not in rows_of(html)[2], "还没回应是一轮中间的正常状态，不标成错误"
     assert "有 1 个工具调用还没有回应" in html
     assert "有 1 个工具调用还没有回应" in repr(MessagesView(msgs))
 

@@ -1,7 +1,7 @@
 """消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新；`messages_frame` 是数据表。
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由第几行回应”“回应第几行”，没有回应的
-调用、找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
+调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
 表开着的时候经 `call_model` 调的模型，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
 传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
 """
@@ -92,15 +92,20 @@ class _Pairing:
             for cid in ids:
                 self.color.setdefault(cid, len(self.color))
 
-    def problems(self) -> list[str]:  # 表头上方的提示句
-        unanswered = [(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos]
-        orphans = [(c, p) for c, ps in self.answer_pos.items() if c not in self.call_pos for p in ps]
-        lines = []
-        for found, what in ((unanswered, "个工具调用还没有回应"), (orphans, "条工具消息找不到对应的调用")):
-            if found:
-                where = "、".join(f"{c or '（空）'}（第 {p} 行）" for c, p in found[:5])
-                lines.append(f"⚠ 有 {len(found)} {what}：{where}{' 等' if len(found) > 5 else ''}")
-        return lines
+    def waiting(self) -> list[str]:  # 表头上方：还在等回应的调用（一轮中间本来就这样）
+        return self._lines([(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos],
+                           "… 有 {n} 个工具调用还没有回应（执行、写回之前就是这样；下一次请求之前要补齐）：")
+
+    def problems(self) -> list[str]:  # 表头上方：真正的错，找不到调用的工具消息
+        return self._lines([(c, p) for c, ps in self.answer_pos.items() if c not in self.call_pos for p in ps],
+                           "⚠ 有 {n} 条工具消息找不到对应的调用：")
+
+    @staticmethod
+    def _lines(found: list, what: str) -> list[str]:
+        if not found:
+            return []
+        where = "、".join(f"{c or '（空）'}（第 {p} 行）" for c, p in found[:5])
+        return [what.format(n=len(found)) + where + (" 等" if len(found) > 5 else "")]
 
 
 def _chip(cid: str, pairing: _Pairing) -> str:
@@ -111,6 +116,10 @@ def _chip(cid: str, pairing: _Pairing) -> str:
 
 def _warn(text: str) -> str:
     return f'<span style="background:{_WARN};color:#fff;font-weight:600;{_CHIP}">{escape(text)}</span>'
+
+
+def _pending(text: str) -> str:  # 一轮中间的正常状态：醒目，但不是错误的红色
+    return f'<span style="background:#fff8c5;border:1px solid #bf8700;color:#6f4e00;{_CHIP}">{escape(text)}</span>'
 
 
 def _hint(text: str) -> str:
@@ -134,7 +143,7 @@ def _calls_cell(pos: int, pairing: _Pairing, budget: list[int]) -> str:
     parts = []
     for cid, name, args in pairing.calls[pos]:
         answers = pairing.answer_pos.get(cid)
-        status = _hint(f"→ 由第 {'、'.join(map(str, answers))} 行回应") if answers else _warn("⚠ 未回应")
+        status = _hint(f"→ 由第 {'、'.join(map(str, answers))} 行回应") if answers else _pending("等回应")
         parts.append(f'<div style="margin:1px 0">{_chip(cid, pairing)} <b style="font-family:monospace">'
                      f"{escape(name)}</b>({_cell(args, pos, budget, code=True)}) {status}</div>")
     return "".join(parts)
@@ -184,6 +193,7 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None)
         head += " " + _hint("同色小标签 = 同一个 tool_call_id")
     out = ['<div class="messages-view" style="font-size:13px;color:#1f2328;line-height:1.45;max-width:100%">',
            f'<div style="margin:2px 0 4px">{head}</div>']
+    out += [f'<div style="color:#6f4e00;margin:2px 0">{escape(line)}</div>' for line in pairing.waiting()]
     out += [f'<div style="color:{_WARN};font-weight:600;margin:2px 0">{escape(line)}</div>'
             for line in pairing.problems()]
     out.append('<div style="max-height:420px;overflow:auto;border:1px solid #d0d7de;border-radius:6px;'
@@ -213,7 +223,8 @@ def messages_text(messages, title: str | None = None, last: int = 30) -> str:
     rows = _rows(messages)
     roles = ("… → " if len(rows) > last else "") + " → ".join(str(r.get("role", "")) for r in rows[-last:])
     head = (f"{title} · " if title else "") + f"共 {len(rows)} 条消息" + (f"：{roles}" if rows else "（还没有消息）")
-    return "\n".join([head, *_Pairing(rows).problems()])
+    pairing = _Pairing(rows)
+    return "\n".join([head, *pairing.waiting(), *pairing.problems()])
 
 
 def _execution_count() -> int | None:  # 不在 IPython 里是 None
