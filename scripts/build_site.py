@@ -298,6 +298,7 @@ def execution_env() -> dict:
     """和 tests/test_notebooks.py 一样：去掉开发者自己的 HARNESS_*、OPENAI_*，内核只能用离线的假模型。"""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("HARNESS_", "OPENAI_"))}
     env["HARNESS_MODE"] = "fake"
+    env["HARNESS_SITE"] = "1"  # 切换器画成不能点的样子（网页上没有内核），也不画填密钥的框
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

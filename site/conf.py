@@ -126,7 +126,7 @@ def _run_note(app, docname: str) -> nodes.admonition:
 def _widget_note() -> nodes.admonition:
     return _note(
         "网页上的切换器",
-        _para("上面是执行时保存下来的切换器，只是样子：网页上没有内核，点它不会换模型，本页的输出都来自假模型（离线）。"
+        _para("下面是执行时保存下来的切换器，只是样子，按钮都点不了：网页上没有内核，本页的输出都来自假模型（离线）。"
               "要换成真实端点，用 ", ("code", "make lab"), " 或 Binder 打开这本笔记本。"),
         classes=["series-widget-note"],
     )
@@ -151,7 +151,7 @@ def add_page_notes(app, doctree) -> None:
         section.insert(section.index(title) + 1, _run_note(app, docname))
     for raw in list(doctree.findall(nodes.raw)):
         if "application/vnd.jupyter.widget-view+json" in raw.astext():
-            raw.parent.insert(raw.parent.index(raw) + 1, _widget_note())
+            raw.parent.insert(raw.parent.index(raw), _widget_note())  # 说明在切换器前面
     for sec in doctree.findall(nodes.section):
         title = sec.next_node(nodes.title)
         if title is not None and title.astext().strip() == "练习":

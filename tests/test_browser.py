@@ -161,14 +161,16 @@ def check_switch_renders(nb: NotebookPage, cell: int) -> dict:
     expect(sw["fake"]).to_be_visible()
     expect(sw["real"]).to_be_visible()
     expect(sw["active"]).to_have_text(FAKE_LABEL)
-    expect(sw["preset"]).to_be_visible()
-    expect(sw["test"]).to_be_visible()
+    expect(sw["preset"]).to_be_hidden()  # 假模型用不到真实端点的几栏
+    expect(sw["test"]).to_be_hidden()
     return sw
 
 
 def choose_local_endpoint(nb: NotebookPage, cell: int) -> None:
     """在下拉框里选“本项目的本地端点”，模式随之切到真实端点；点“测试连接”，等到 ✅。"""
     sw = switch_parts(nb, cell)
+    sw["real"].click()
+    expect(sw["preset"]).to_be_visible()  # 选了真实端点，那几栏才出现
     sw["preset"].select_option(label=LOCAL_PRESET)
     expect(sw["active"]).to_have_text(REAL_LABEL)
     expect(sw["status"]).to_contain_text(re.compile(r"真实端点 http://127\.0\.0\.1:\d+/v1"))

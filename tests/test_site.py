@@ -260,6 +260,8 @@ def test_notebook_page(path, site, server, browser):
             assert widget.count() >= 1, "切换器应当从保存的小部件状态画出来"
             assert "假模型（离线）" in page.locator(".jupyter-widgets").first.inner_text()
             assert page.locator(".series-widget-note").count() >= 1
+            assert page.locator("button.widget-toggle-button[disabled]").count() >= 2, "网页上的切换器点不了"
+            assert page.locator("input[type=password]:visible").count() == 0, "网页上没有填密钥的框"
     finally:
         visit.close()
 

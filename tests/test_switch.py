@@ -675,3 +675,24 @@ def test_each_preset_runs_a_tool_round_trip_against_its_stand_in(key, capsys):
         assert retried == capsys.readouterr().out.count("提示：模型"), f"{key}：每次重发都有一行说明"
     finally:
         server.close()
+
+
+def test_real_endpoint_fields_show_only_for_a_real_endpoint():
+    """假模型用不到服务商、base_url、密钥那几栏：选了真实端点才出现。"""
+    sw = model_switch(environ={})
+    assert sw.mode == "fake" and sw.real_fields.layout.display == "none"
+    sw.mode_buttons.value = "real"
+    assert sw.real_fields.layout.display == ""
+    sw.mode_buttons.value = "fake"
+    assert sw.real_fields.layout.display == "none"
+    real = model_switch(environ={"HARNESS_MODE": "real", "HARNESS_MODEL": "qwen-plus",
+                                 "OPENAI_BASE_URL": "https://dashscope.aliyuncs.com/compatible-mode/v1"})
+    assert real.real_fields.layout.display == ""
+
+
+def test_on_the_site_the_switch_cannot_be_used():
+    """make site 执行笔记本时（HARNESS_SITE=1）：每个控件都点不了，填密钥的框不画出来。"""
+    sw = model_switch(environ={"HARNESS_SITE": "1"})
+    assert sw.mode_buttons.disabled and sw.preset_dropdown.disabled and sw.test_button.disabled
+    assert sw.key_password.layout.display == "none"
+    assert not model_switch(environ={}).mode_buttons.disabled

@@ -61,15 +61,26 @@ class ModelSwitch:
         self.key_password = SecretPassword(description="API 密钥", placeholder=KEY_PLACEHOLDER, **text)
         self.test_button = widgets.Button(description="测试连接", icon="plug", button_style="info")
         self.status_html = widgets.HTML()
-        self.widget = widgets.VBox([self.mode_buttons, self.preset_dropdown, self.base_url_text, self.model_text,
-                                    self.key_password, self.test_button, self.status_html])
+        # 真实端点的几栏只在选了“真实端点”时出现：假模型用不到它们，选中的是哪一个也一眼看得出
+        self.real_fields = widgets.VBox([self.preset_dropdown, self.base_url_text, self.model_text,
+                                         self.key_password, self.test_button])
+        self.widget = widgets.VBox([self.mode_buttons, self.real_fields, self.status_html])
         self._fill(self.preset.key)
         for w in (self.mode_buttons, self.base_url_text, self.model_text):
             w.observe(lambda _change: self._refresh_status(), names="value")
         self.preset_dropdown.observe(self._on_preset, names="value")
         self.key_password.observe(self._on_key, names="value")
         self.test_button.on_click(lambda _button: self.test_connection())
+        self.mode_buttons.observe(lambda _change: self._show_real_fields(), names="value")
         self._apply_environ()
+        self._show_real_fields()
+        if self._environ.get("HARNESS_SITE"):  # make site：网页上没有内核，切换器只是样子，不能点，也没有填密钥的框
+            for w in (self.mode_buttons, self.preset_dropdown, self.base_url_text, self.model_text, self.test_button):
+                w.disabled = True
+            self.key_password.layout.display = "none"
+
+    def _show_real_fields(self) -> None:
+        self.real_fields.layout.display = "" if self.mode == "real" else "none"
 
     def _apply_environ(self) -> None:
         """和 client_from_env 看同样的变量：HARNESS_MODE、HARNESS_MODEL、OPENAI_BASE_URL。"""
