@@ -207,3 +207,10 @@ def test_a_table_guarded_without_denied_still_gives_the_loop_a_layer(tmp_path, m
     assert raising is not table and guard(raising, None, denied=ToolDenied) is raising
     outcome = execute_tool_call(bash("touch a"), raising)
     assert outcome == Outcome("执行授权失败", "错误（执行授权失败）：用户拒绝执行：不要") and ran == [] and len(asked) == 2
+
+
+def test_an_attempt_is_named_for_the_tables(workspace):
+    dead = openai.OpenAI(base_url=closed_port_url(), api_key="x", max_retries=0, timeout=2)
+    run = run_loop(agent_loop, [{"role": "user", "content": "列出当前目录中的 Python 文件"}], client=dead, model="m",
+                   outcomes={}, quiet=True)
+    assert [a.name for a in run.attempts] == ["所选模型这一次", "【脚本示范】"]

@@ -173,6 +173,11 @@ class Attempt:
     error: BaseException | None = None
 
     @property
+    def name(self) -> str:
+        """表格里这一次的名字：所选模型那一次是“所选模型这一次”，假模型那一遍是“【脚本示范】”。"""
+        return self.label or "所选模型这一次"
+
+    @property
     def error_kind(self) -> str:
         """端点错误的种类（`EndpointError.kind`），别的异常是它的类名；没出错时为空。"""
         if self.error is None:
