@@ -54,11 +54,15 @@ THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of t
 # OpenAI 的 GPT-5.6、GPT-6 系列带工具而没写 reasoning_effort="none"（litellm#34569 的原话）
 TOOLS_REASONING = (400, "Function tools with reasoning_effort are not supported for gpt-6-luna in /v1/chat/completions. "
                         "To use function tools, use /v1/responses or set reasoning_effort to 'none'.", None)
+# vLLM 启动时没开工具调用（vllm#9986 的原话）；智谱只收 tool_choice="auto"（hindsight#4246 的原话）
+VLLM_TOOLS = (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', None)
+ZHIPU_CHOICE = (400, "Tool choice must be auto", None)
 REASONING = (400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error")
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, THINKING_ONLY, THINKING, REASONING, TOOL_PAIR, NO_CONTENT]
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, THINKING_ONLY, THINKING, REASONING,
+                  TOOL_PAIR, VLLM_TOOLS, ZHIPU_CHOICE, NO_CONTENT]
 
 
 def has_chinese(text):
@@ -233,6 +237,8 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
         ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
         ("400 带工具时要关掉思考", "bad_request", _over_mock(_status(*TOOLS_REASONING))),
+        ("400 vLLM 没开工具调用", "bad_request", _over_mock(_status(*VLLM_TOOLS))),
+        ("400 只收 tool_choice=auto", "bad_request", _over_mock(_status(*ZHIPU_CHOICE))),
         ("400 只会思考的模型", "bad_request", _over_mock(_status(*THINKING_ONLY))),
         ("400 reasoning_content", "bad_request", _over_mock(_status(*REASONING))),
         ("400 百炼的工具消息规则", "bad_request", _over_mock(_status(*TOOL_PAIR))),
@@ -390,11 +396,13 @@ def test_redact():
     (THINKING, "enable_thinking"),
     (THINKING_ONLY, "只会思考"),
     (TOOLS_REASONING, 'reasoning_effort="none"'),
+    (VLLM_TOOLS, "--tool-call-parser"),
+    (ZHIPU_CHOICE, 'tool_choice="auto"'),
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
 ], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only",
-        "tools_reasoning", "reasoning_content", "tool_pair", "500_shape"])
+        "tools_reasoning", "vllm_tools", "zhipu_choice", "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case
     exc = api_error(status, f"{message} (key {KEY})", code=code)

@@ -648,7 +648,8 @@ def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
 
 # 每个云服务商预设对着一个离线替身：替身照这家服务商的参数规矩拒绝请求（原话见 QUIRKS 的出处）
 PRESET_STAND_INS = {"dashscope": "dashscope_tool_rule", "deepseek": "deepseek_thinking",
-                    "openai": "openai_tools_reasoning", "moonshot": "moonshot_usage_in_choice"}
+                    "openai": "openai_tools_reasoning", "moonshot": "moonshot_usage_in_choice",
+                    "zhipu": "zhipu_tool_choice"}
 
 
 @pytest.mark.parametrize("key", sorted(PRESET_STAND_INS))
@@ -696,3 +697,22 @@ def test_on_the_site_the_switch_cannot_be_used():
     assert sw.mode_buttons.disabled and sw.preset_dropdown.disabled and sw.test_button.disabled
     assert sw.key_password.layout.display == "none"
     assert not model_switch(environ={}).mode_buttons.disabled
+
+
+def test_a_vllm_started_without_tool_calling_is_explained_as_a_server_setting():
+    """vLLM 没开工具调用时，带 tools 的请求回 400（离线替身照 vLLM 的原话）：说明讲清楚改的是服务的启动参数，不是代码。"""
+    from harness_lib.models.errors import EndpointError, explain_error
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("vllm_no_tool_parser")
+    try:
+        client = real_client(server.base_url, "x")
+        with pytest.raises((openai.BadRequestError, EndpointError)) as info:
+            call_model(client, model="Qwen/Qwen2.5-7B-Instruct", messages=[{"role": "user", "content": "你好"}],
+                       tools=TOOLS, max_tokens=32)
+        text = explain_error(info.value)
+        assert "--enable-auto-tool-choice" in text and "代码不用改" in text
+        assert call_model(client, model="Qwen/Qwen2.5-7B-Instruct", messages=[{"role": "user", "content": "你好"}],
+                          max_tokens=32).choices[0].message.content, "不带 tools 的请求照常回答"
+    finally:
+        server.close()

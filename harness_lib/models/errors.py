@@ -165,6 +165,14 @@ ERROR_TABLE = [
               "工具调用和工具结果没有配对（HTTP {status}）：每个 tool_call_id 都要有一条 tool 消息，"
               "紧跟在提出它的那条助手消息后面。检查是不是只执行了第一个调用，或者截短 messages 时把一对拆开了。",
               False, True),
+    # vLLM 启动时没开工具调用：带 tools 的请求回 400（docs.vllm.ai 的 tool_calling 一节；vllm#9986，核对 2026-12-02）
+    ErrorRule(says("enable-auto-tool-choice", status=(400,)), "bad_request",
+              "这个 vLLM 服务启动时没有打开工具调用（HTTP {status}）：代码不用改，要改的是服务。启动 vLLM 时加上 "
+              "--enable-auto-tool-choice 和 --tool-call-parser（按模型选，Qwen 一类用 hermes），重启以后再试。", False, True),
+    # 智谱（Z.AI）只收 tool_choice="auto"（hindsight#4246，2026-09，核对 2026-12-02）；本课程的循环不传 tool_choice
+    ErrorRule(says("tool choice must be auto", status=(400,)), "bad_request",
+              "这个服务只接受 tool_choice=\"auto\"（HTTP {status}，智谱 GLM 就这样）：去掉请求里的 tool_choice，"
+              "或者写成 \"auto\"。本课程的循环本来就不传它。", False, True),
     ErrorRule(says("'content'", "content' to be", "tool_choice", "unsupported param", "cannot use tools",
                    "raise_exception", "unsupported role", status=(500,)), "request_shape",
               "服务器出错（HTTP {status}），但原话说的是请求的形状：llama.cpp 一类的本地服务常把不接受的请求"

@@ -128,6 +128,15 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                    "才能调用函数（https://developers.openai.com/api/docs/models/gpt-6-luna ，2026-12-02 核对）",
           refs=(_GH + "danny-avila/LibreChat/issues/14231", _GH + "onyx-dot-app/onyx/issues/15008",
                 _GH + "pipecat-ai/pipecat/issues/4043")),
+    Quirk("zhipu_tool_choice", "智谱 GLM（Z.AI）", "tool_choice 只收 \"auto\"：写成 \"required\" 或指定某个工具都回 400 "
+          "“Tool choice must be auto”。",
+          _GH + "vectorize-io/hindsight/issues/4246", versions="glm-5.3-flash 经 OpenRouter 的 Z.AI（2026-09 的报告）；"
+          "未在智谱官方文档核实"),
+    Quirk("vllm_no_tool_parser", "vLLM（启动时没开工具调用）", "带 tools 的请求回 400："
+          "“\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set”。",
+          "https://docs.vllm.ai/en/stable/features/tool_calling.html",
+          versions="vLLM 0.6 起（vllm#9986，2024-11）到 2026-04 仍有报告（AstrBot#7356）",
+          refs=(_GH + "vllm-project/vllm/issues/9986", _GH + "AstrBotDevs/AstrBot/issues/7356")),
     Quirk("deepseek_balance", "DeepSeek", "余额不足：HTTP 402 “Insufficient Balance”。",
           "https://api-docs.deepseek.com/quick_start/error_codes", versions="DeepSeek API（所有模型）"),
 ]}
@@ -196,6 +205,10 @@ _REFUSE = {
         400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
         type="invalid_request_error", param="max_tokens", code="unsupported_parameter").response()
     if "max_tokens" in b else None,
+    "zhipu_tool_choice": _when(lambda b: b.get("tool_choice") not in (None, "auto"), 400, "Tool choice must be auto",
+                               "invalid_request_error", 400),
+    "vllm_no_tool_parser": _when(lambda b: b.get("tools"), 400, "\"auto\" tool choice requires --enable-auto-tool-choice "
+                                 "and --tool-call-parser to be set", "BadRequestError", 400),
     "openai_tools_reasoning": lambda b: _REFUSE["openai_max_completion_tokens"](b) or (Rejected(
         400, f"Function tools with reasoning_effort are not supported for {b.get('model')} in /v1/chat/completions. "
         "To use function tools, use /v1/responses or set reasoning_effort to 'none'.",
