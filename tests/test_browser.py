@@ -4,7 +4,7 @@ nbclient 的无头执行（test_notebooks.py）看不到前端：小部件画没
 消息表是原地刷新还是越堆越多、浏览器控制台有没有报错。这里用无头 Chromium 检查这些：
 
 - 00：菜单 Run → Run All Cells 全部跑通；切换器显示出“假模型（离线）/真实端点”，默认选中假模型，
-  `switch.test_connection()` 给出 ✅；在下拉框里选“本项目的本地端点”，点“测试连接”按钮看到 ✅ 连接成功，
+  `switch.test_connection()` 给出 ✓；在下拉框里选“本项目的本地端点”，点“测试连接”按钮看到 ✓ 连接成功，
   重新运行取客户端的那一格（00 的 `client, MODEL = switch.current()`、03 的 `chat = Chat(*switch.current())`），输出从 FakeClient 变成 OpenAI；
   第一次调用经 HTTP 再做一遍；点回“假模型（离线）”，又变回 FakeClient。
 - 03：一段一段地运行。每张消息表都是它那一格的快照：第一步建的表停在 1 行；后面每个调用
@@ -13,7 +13,7 @@ nbclient 的无头执行（test_notebooks.py）看不到前端：小部件画没
 - 两本都检查：没有报错输出，浏览器控制台没有错误。
 
 截图存到 `artifacts/browser/`（不进 git）；README 用的那张是从这里挑出来、复制到 `docs/screenshots/` 的。
-截图里的中文和 ✅ 需要系统装有中文字体和彩色表情字体（.ci/run 会装 fonts-wqy-microhei、fonts-noto-color-emoji）。
+截图里的中文和 ✓ 需要系统装有中文字体和彩色表情字体（.ci/run 会装 fonts-wqy-microhei、fonts-noto-color-emoji）。
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def check_switch_renders(nb: NotebookPage, cell: int) -> dict:
 
 
 def choose_local_endpoint(nb: NotebookPage, cell: int) -> None:
-    """在下拉框里选“本项目的本地端点”，模式随之切到真实端点；点“测试连接”，等到 ✅。"""
+    """在下拉框里选“本项目的本地端点”，模式随之切到真实端点；点“测试连接”，等到 ✓。"""
     sw = switch_parts(nb, cell)
     sw["real"].click()
     expect(sw["preset"]).to_be_visible()  # 选了真实端点，那几栏才出现
@@ -175,7 +175,7 @@ def choose_local_endpoint(nb: NotebookPage, cell: int) -> None:
     expect(sw["active"]).to_have_text(REAL_LABEL)
     expect(sw["status"]).to_contain_text(re.compile(r"真实端点 http://127\.0\.0\.1:\d+/v1"))
     sw["test"].click()
-    expect(sw["status"]).to_contain_text("✅ 连接成功", timeout=90_000)
+    expect(sw["status"]).to_contain_text("✓ 连接成功", timeout=90_000)
     expect(sw["status"]).to_contain_text("fake-agent-1")
 
 
@@ -270,15 +270,15 @@ def test_setup_notebook_switch_and_table(open_notebook):
 
         # 默认：假模型
         sw = check_switch_renders(nb, switch)
-        assert "✅ 假模型可用" in nb.output_text(probe)
-        expect(sw["status"]).to_contain_text("✅ 假模型可用")
+        assert "✓ 假模型可用" in nb.output_text(probe)
+        expect(sw["status"]).to_contain_text("✓ 假模型可用")
         assert client_kind(nb, client_cell) == "FakeClient"
         # 调一次模型的那一格：一张表，先画用户消息，回复到了原地刷新成 2 行
         assert nb.rows_in(call) == 2 == header_count(nb, call)
         assert nb.total_views() == 1
         nb.shot("00_after_run_all", scroll_to=switch)
 
-        # 换成本项目的本地端点：测试连接 ✅，重新取 client，变成 openai.OpenAI
+        # 换成本项目的本地端点：测试连接 ✓，重新取 client，变成 openai.OpenAI
         choose_local_endpoint(nb, switch)
         nb.run_cells(client_cell)
         assert client_kind(nb, client_cell) == "OpenAI"

@@ -137,7 +137,7 @@ def test_local_preset_gives_real_client_for_local_server():
     assert isinstance(client, openai.OpenAI)
     assert str(client.base_url).rstrip("/") == ensure_local_server().rstrip("/")
     assert model == "fake-agent-1"
-    assert sw.test_connection().startswith("✅")
+    assert sw.test_connection().startswith("✓")
     reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "你好"}])
     assert reply.model == "fake-agent-1"
 
@@ -194,32 +194,32 @@ def test_wrong_key_reports_401_without_the_key(server):
     use_endpoint(sw, server.base_url)
     type_key(sw, KEY)
     text = sw.test_connection()
-    assert text.startswith("❌") and "密钥不对" in text and "401" in text
+    assert text.startswith("✗") and "密钥不对" in text and "401" in text
     assert not leaks(text) and not leaks(sw.status_html.value)
 
 
 def test_right_key_reports_ok_with_model(server):
     text = connect_with_right_key(server)
-    assert text.startswith("✅") and "fake-agent-1" in text
+    assert text.startswith("✓") and "fake-agent-1" in text
     assert not leaks(text, "right-key-0123456789")
 
 
 def test_unknown_model_reports_404_and_suggests_listed_models(server):
     text = connect_with_right_key(server, model="no-such-model")
-    assert text.startswith("❌") and "找不到这个模型（HTTP 404）" in text and "no-such-model" in text
+    assert text.startswith("✗") and "找不到这个模型（HTTP 404）" in text and "no-such-model" in text
     assert "相近的有：fake-agent-1" in text, "从 /v1/models 的名单里建议最像的名字"
     assert not leaks(text, "right-key-0123456789")
 
 
 def test_connection_says_the_model_is_listed(server):
     text = connect_with_right_key(server, model="fake-agent-1")
-    assert text.startswith("✅") and "模型 fake-agent-1 在服务商列出的 1 个模型里" in text
+    assert text.startswith("✓") and "模型 fake-agent-1 在服务商列出的 1 个模型里" in text
 
 
 def test_connection_notes_a_working_name_that_is_not_listed(server):
     """本地端点接受任何 fake 开头的名字，/v1/models 却只列 fake-agent-1：请求成功，说明里讲清楚。"""
     text = connect_with_right_key(server, model="fake-talk-only")
-    assert text.startswith("✅") and "没有 fake-talk-only" in text and "列表以外的名字" in text
+    assert text.startswith("✓") and "没有 fake-talk-only" in text and "列表以外的名字" in text
 
 
 def _no_models_handler(request):
@@ -238,7 +238,7 @@ def test_provider_without_models_endpoint_is_not_an_error():
         sw = model_switch(environ={})
         use_endpoint(sw, srv.base_url, model="fake-agent-1")
         text = sw.test_connection()
-        assert text.startswith("✅") and "没有模型列表接口" in text and "不算错" in text
+        assert text.startswith("✓") and "没有模型列表接口" in text and "不算错" in text
         check = check_model(sw.current()[0], "fake-agent-1")
         assert check.listed is None and check.error is None
     finally:
@@ -261,7 +261,7 @@ def test_retired_deepseek_name_over_the_fault_server(fault_server):
     use_endpoint(sw, fault_server.url("unknown_model"), model="deepseek-chat")
     type_key(sw, KEY)
     text = sw.test_connection()
-    assert text.startswith("❌") and "找不到这个模型（HTTP 400）" in text and "Model Not Exist" in text
+    assert text.startswith("✗") and "找不到这个模型（HTTP 400）" in text and "Model Not Exist" in text
     assert "相近的有：" in text and not leaks(text)
 
 
@@ -284,7 +284,7 @@ def test_unreachable_port():
 def test_fake_test_connection():
     sw = model_switch(environ={})
     text = sw.test_connection()
-    assert text.startswith("✅") and "fake-agent-1" in text and "离线" in text
+    assert text.startswith("✓") and "fake-agent-1" in text and "离线" in text
 
 
 def test_missing_key_says_where_to_set_it():
@@ -407,7 +407,7 @@ def test_env_key_goes_to_the_env_base_url_even_on_loopback():
         env = {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url,
                "OPENAI_API_KEY": "local-secret", "HARNESS_MODEL": "fake-agent-1"}
         switch = ModelSwitch(environ=env)
-        assert switch.test_connection().startswith("✅")
+        assert switch.test_connection().startswith("✓")
         # 换成另一个本地地址：环境里的密钥不该被发过去
         switch.base_url_text.value = "http://127.0.0.1:9/v1"
         assert switch.current()[0].api_key != "local-secret"
@@ -535,7 +535,7 @@ def test_server_errors_get_no_model_name_advice(fault_server):
     use_endpoint(sw, fault_server.url("unavailable"), model="no-such-model")
     type_key(sw, KEY)
     text = sw.test_connection()
-    assert text.startswith("❌") and "503" in text and "相近的有" not in text
+    assert text.startswith("✗") and "503" in text and "相近的有" not in text
 
 
 def test_gpt5_family_gets_max_completion_tokens_over_http(capsys):

@@ -118,7 +118,7 @@ class ModelSwitch:
         try:
             self._fill(change["new"])
         except Exception as exc:  # 本地端点启动失败等
-            self._set_status("❌ " + explain_error(exc, self._known_keys()), "error")
+            self._set_status("✗ " + explain_error(exc, self._known_keys()), "error")
             return
         if change["new"] != "custom":
             self.mode_buttons.value = "real"
@@ -229,24 +229,24 @@ class ModelSwitch:
         except SwitchConfigError as exc:
             return self._set_status(f"⚠ {exc}", "warn")
         except Exception as exc:
-            return self._set_status("❌ " + explain_error(exc, keys), "error")
+            return self._set_status("✗ " + explain_error(exc, keys), "error")
         if self.mode == "fake":
             reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "ping"}])
-            return self._set_status(f"✅ 假模型可用：{reply.model}（离线，没有发网络请求）。", "ok")
+            return self._set_status(f"✓ 假模型可用：{reply.model}（离线，没有发网络请求）。", "ok")
         listing = check_model(client, model, timeout=PROBE_TIMEOUT, key=keys)
         if isinstance(listing.error, (openai.APIConnectionError, openai.APIResponseValidationError)):
-            return self._set_status("❌ " + explain_error(listing.error, keys), "error")
+            return self._set_status("✗ " + explain_error(listing.error, keys), "error")
         started = time.monotonic()
         try:
             reply = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT).chat.completions.create(
                 model=model, messages=[{"role": "user", "content": "ping"}], max_tokens=8)
         except Exception as exc:
-            lines = ["❌ " + explain_error(exc, keys)]
+            lines = ["✗ " + explain_error(exc, keys)]
             if classify(exc).kind == "not_found" and listing.error is None:  # 只有“找不到”时，才要查模型名
                 lines.append(f"模型 {model} 在模型列表里：多半是 base_url 的路径不对（通常以 /v1 结尾）。"
                              if listing.listed else listing.text)
             return self._set_status("\n".join(lines), "error")
-        lines = [f"✅ 连接成功：服务器回报的模型是 {reply.model}（用时 {time.monotonic() - started:.1f} 秒）。"]
+        lines = [f"✓ 连接成功：服务器回报的模型是 {reply.model}（用时 {time.monotonic() - started:.1f} 秒）。"]
         alias = "这次请求却成功了：有的服务接受列表以外的名字（别名）。" if listing.listed is False else ""
         lines.append(listing.text.replace("⚠ ", "") + alias)
         lines += [n for n in self._preset_notes(model) if not n.startswith("⚠")]
