@@ -588,6 +588,9 @@ def test_a_thinking_only_model_works_through_streaming_under_the_hood(capsys):
         assert message.tool_calls and message.tool_calls[0].function.name == "bash"
         assert message.model_dump()["reasoning_content"], "思维链拼回来了"
         assert reply.choices[0].finish_reason == "tool_calls" and reply.usage is not None
+        from harness_lib.models.calls import calls_since, last_call_seq
+        assert calls_since(last_call_seq() - 1)[0].completion_tokens == reply.usage.completion_tokens, \
+            "在底下流式的调用也记下用量，消息表照样标出"
         assert [(b.get("enable_thinking"), bool(b.get("stream"))) for b in bodies] == [
             (False, False), (None, False), (None, True)], "先去掉 enable_thinking，再改成流式"
         again = call_model(client.with_options(max_retries=0), **ask)  # 副本也记得：直接流式，不再碰 400

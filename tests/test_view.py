@@ -353,7 +353,7 @@ def test_a_table_opened_after_the_calls_marks_nothing(tmp_path, monkeypatch):
 def test_a_rolled_back_reply_keeps_no_usage_for_the_row_that_replaces_it(tmp_path, monkeypatch):
     """run_loop 退回记录、换【脚本示范】重跑：新的助手消息对上新的调用，不沿用被退回的那一条的用量。"""
     from harness_lib import FakeClient, agent_loop, run_loop, text_reply
-    from harness_lib.models.errors import last_call_seq
+    from harness_lib.models.calls import last_call_seq
 
     monkeypatch.chdir(tmp_path)
     messages, outcomes = [{"role": "user", "content": "列出当前目录中的 Python 文件"}], {}
@@ -368,3 +368,18 @@ def test_a_rolled_back_reply_keeps_no_usage_for_the_row_that_replaces_it(tmp_pat
     assert sorted(view.turns) == assistants, "假模型那一遍的每条助手消息都对上了自己的调用"
     assert [view.turns[p].seq for p in assistants] == [before + 2 + i for i in range(len(assistants))], \
         "第 1 次调用是被退回的那一条，不标在任何一行上"
+
+
+def test_a_direct_sdk_call_on_the_series_clients_is_marked_too():
+    """03 的 simple_loop 直接调 client.chat.completions.create：假模型和切换器的客户端自己记下用量，表照样标出。"""
+    from harness_lib import TOOLS, FakeClient
+
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    view = MessagesView(messages)
+    client = FakeClient()
+    reply = client.chat.completions.create(model="fake-agent-1", messages=messages, tools=TOOLS, max_tokens=512)
+    messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+    view.update()
+    (turn,) = view.turns.values()
+    assert (turn.prompt_tokens, turn.completion_tokens) == (reply.usage.prompt_tokens, reply.usage.completion_tokens)
+    assert turn.finish_reason == reply.choices[0].finish_reason

@@ -6,11 +6,8 @@
 
 from __future__ import annotations
 
-import collections
-import itertools
 import json
 import ssl
-import time
 from typing import Any, NamedTuple
 
 import openai
@@ -265,43 +262,10 @@ def from_sdk(exc, key=None):
     return EndpointError(classify(exc).kind, text, original=exc)
 
 
-class CallRecord(NamedTuple):
-    """`call_model` 完成的一次调用：第几次（`seq`，从 1 数起）、提示和回答各用了多少 token（服务没报就是 None）、
-    从发出到收完用了几秒、`finish_reason`。消息表拿它给每条助手消息标上用量和用时。"""
-
-    seq: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    seconds: float
-    finish_reason: str | None
-
-
-_CALLS: collections.deque = collections.deque(maxlen=1000)  # 最近的调用记录，先到先出
-_call_count = itertools.count(1)
-
-
-def calls_since(seq: int) -> list[CallRecord]:
-    """第 `seq` 次之后 `call_model` 完成的调用（按先后）。"""
-    return [record for record in list(_CALLS) if record.seq > seq]
-
-
-def last_call_seq() -> int:
-    """到现在为止最后一次调用的序号（还没有调用过是 0）。"""
-    return _CALLS[-1].seq if _CALLS else 0
-
-
-def _record(response, seconds: float) -> None:
-    usage = getattr(response, "usage", None)
-    _CALLS.append(CallRecord(next(_call_count), getattr(usage, "prompt_tokens", None),
-                             getattr(usage, "completion_tokens", None), round(seconds, 3),
-                             getattr(response.choices[0], "finish_reason", None)))
-
-
 def call_model(client, **kwargs):
     """调用 `client.chat.completions.create(**kwargs)`；端点出错、回复不是 JSON 或没有 choices 时抛出
     `EndpointError`；我们自己的请求不合格（HTTP 400）原样抛出，要改的是代码。`stream=True` 时原样返回流。"""
     key = getattr(client, "api_key", None)
-    started = time.monotonic()
     try:
         response = client.chat.completions.create(**kwargs)
     except openai.BadRequestError as exc:
@@ -321,5 +285,4 @@ def call_model(client, **kwargs):
             "常见原因：内容被服务商的安全过滤拦下、兼容接口不完整，或者把错误写在了正常回复里。"
             "可以重试一次，或换个说法；反复出现就检查服务商的说明。"
             f"回复内容：{_snippet(json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False), key)}"))
-    _record(response, time.monotonic() - started)
     return response

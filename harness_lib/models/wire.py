@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable, Iterator
 import httpx2
 import openai
 
+from .calls import RecordsCalls
+
 OFFLINE_BASE_URL = "http://offline.invalid/v1"  # .invalid 永远解析不到：离线请求不可能走上网络
 OFFLINE_KEY = "offline"  # SDK 要求有一个密钥；离线线路不看它
 PIECE = 6  # 流式输出时每块的字符数
@@ -140,7 +142,7 @@ class OfflineHTTP(httpx2.Client):
         self.handler = handler
 
 
-class OfflineClient(openai.OpenAI):
+class OfflineClient(RecordsCalls, openai.OpenAI):
     """真正的 `openai.OpenAI`，线路在本进程里：每个请求都交给 `handler`。`with_options(...)` 复制出的副本
     沿用同一条线路。SDK 的自动重试默认关掉（`max_retries=0`），替身的每一次回答正好对应一次请求。"""
 

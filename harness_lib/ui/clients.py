@@ -5,6 +5,7 @@
 
 import difflib
 import os
+import time
 from dataclasses import dataclass
 from datetime import date
 from typing import NamedTuple
@@ -18,6 +19,7 @@ from openai.types.chat import ChatCompletionChunk
 from ..models.errors import CALL_DEADLINE, RETRY_POLICY, SwitchConfigError, explain_error
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
+from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
@@ -142,7 +144,7 @@ def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
     return getattr(exc, "param", None) == "reasoning_effort" and "function tools" in str(exc).lower()
 
 
-class PresetClient(openai.OpenAI):
+class PresetClient(RecordsCalls, openai.OpenAI):
     """真实端点的客户端：请求参数和服务商相遇的地方，也只有这一处。
 
     - 每次 `chat.completions.create` 都把 `preset_body` 并进请求体（调用里的同名字段优先）；
@@ -210,11 +212,13 @@ class PresetClient(openai.OpenAI):
         ChatCompletion（`reasoning_content` 这类协议之外的文字字段照样拼上），调用方看到的和非流式一样。"""
         streamed = options.model_copy(update={"json_data": {
             **body, "stream": True, "stream_options": body.get("stream_options") or {"include_usage": True}}})
-        state = ChatCompletionStreamState()
+        state, started = ChatCompletionStreamState(), time.monotonic()
         for chunk in super().request(ChatCompletionChunk, streamed, stream=True,
                                      stream_cls=openai.Stream[ChatCompletionChunk]):
             state.handle_chunk(chunk)
-        return state.get_final_completion()
+        completion = state.get_final_completion()
+        record(completion, time.monotonic() - started)  # 在底下流式的调用也记一条用量和用时
+        return completion
 
     def request(self, cast_to, options, **kwargs):
         body = options.json_data if isinstance(options.json_data, dict) else {}

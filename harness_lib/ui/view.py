@@ -2,7 +2,7 @@
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由第几行回应”“回应第几行”，没有回应的
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
-表开着的时候经 `call_model` 调的模型，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
+表开着的时候假模型或切换器的客户端完成的调用，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
 传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
 """
 
@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 from ..models.checks import as_dict
-from ..models.errors import calls_since, last_call_seq
+from ..models.calls import calls_since, last_call_seq
 from ..models.script import text_of
 from .step import calls_of
 
@@ -255,8 +255,8 @@ class MessagesView:
         return out
 
     def _match_calls(self) -> None:
-        """表开着以后经 call_model 完成的调用，按先后对上新出现的助手消息；条数对不上（有的调用没经过
-        call_model）就不标，宁可空着也不标错。"""
+        """表开着以后记下的调用（`harness_lib.models.calls`），按先后对上新出现的助手消息；条数对不上（有的调用
+        没有记录，比如自己新建的 openai.OpenAI）就不标，宁可空着也不标错。"""
         new = [m for m in self.messages if as_dict(m).get("role") == "assistant"
                and not (id(m) in self._seen and self._seen[id(m)][0] is m)]
         records = calls_since(self._seq)
