@@ -204,8 +204,9 @@ def header_count(nb: NotebookPage, cell: int) -> int:
 
 
 def roles_in(nb: NotebookPage, cell: int) -> list[str]:
-    """消息表里每一行的 role。"""
-    return nb.views_in(cell).first.locator("tbody > tr > td:nth-child(2)").all_inner_texts()
+    """消息表里每一行的 role（角色格的第一行；助手消息下面还有一行用量和用时）。"""
+    cells = nb.views_in(cell).first.locator("tbody > tr > td:nth-child(2)").all_inner_texts()
+    return [(text.strip().splitlines() or [""])[0] for text in cells]
 
 
 def turn_ends(roles: list[str]) -> list[int]:
@@ -358,6 +359,9 @@ def test_one_request_live_table_and_loop(open_notebook):
         assert max(n for n, _ in watched) == 1, f"循环那个输出区里同时出现过多张表：{watched}"
         rows = [r for n, r in watched if n == 1]
         assert rows == [1, *turn_ends(roles_in(nb, loop_run))], f"循环那张表没有逐轮刷新：{watched}"  # 先画用户那一条
+        # 每条助手消息下面标着那次调用的用量和用时（假模型也报用量）
+        table_text = nb.views_in(loop_run).first.inner_text()
+        assert len(re.findall(r"\d+\+\d+ token · ", table_text)) == roles_in(nb, loop_run).count("assistant")
         total = nb.total_views()
 
         # 用切换器换成本地端点，同一个 simple_loop 经 HTTP 再跑一遍
