@@ -6,7 +6,7 @@
 import difflib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -144,6 +144,22 @@ def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
     return getattr(exc, "param", None) == "reasoning_effort" and "function tools" in str(exc).lower()
 
 
+@dataclass
+class _Learned:
+    """客户端从 400 里学到的模型：只收 max_completion_tokens 的、带工具要 reasoning_effort="none" 的、
+    只会思考（不收 enable_thinking=False）的、只收流式调用的。`with_options` 的副本共用同一份。"""
+
+    completion_tokens: set = field(default_factory=set)
+    no_reasoning: set = field(default_factory=set)
+    thinking_only: set = field(default_factory=set)
+    stream_only: set = field(default_factory=set)
+
+
+def _follows(model, learned: set, prefixes: tuple) -> bool:
+    """这个模型守这条规矩吗：学到过，或者名字以这些前缀开头。"""
+    return isinstance(model, str) and (model in learned or model.startswith(prefixes))
+
+
 class PresetClient(RecordsCalls, openai.OpenAI):
     """真实端点的客户端：请求参数和服务商相遇的地方，也只有这一处。
 
@@ -163,39 +179,31 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         super().__init__(*args, **kwargs)
         self.preset_body = dict(preset_body or {})
         self.completion_tokens_prefixes = tuple(completion_tokens_prefixes)
-        self.completion_tokens_models: set[str] = set()
         self.no_reasoning_prefixes = tuple(no_reasoning_prefixes)
-        self.no_reasoning_models: set[str] = set()  # 带工具时要 reasoning_effort="none" 的模型
-        self.thinking_only_models: set[str] = set()  # 不收 enable_thinking=False 的模型：预设不再替它们传
-        self.stream_only_models: set[str] = set()  # 只收流式调用的模型：替它们流式发出、拼回完整的回复
+        self.learned = _Learned()
 
     def copy(self, *args, **kwargs):
         clone = super().copy(*args, **kwargs)
         clone.preset_body = dict(self.preset_body)
         clone.completion_tokens_prefixes = self.completion_tokens_prefixes
-        clone.completion_tokens_models = self.completion_tokens_models  # 学到的共用
         clone.no_reasoning_prefixes = self.no_reasoning_prefixes
-        clone.no_reasoning_models = self.no_reasoning_models
-        clone.thinking_only_models = self.thinking_only_models
-        clone.stream_only_models = self.stream_only_models
+        clone.learned = self.learned  # 学到的共用
         return clone
 
     with_options = copy
 
     def uses_completion_tokens(self, model) -> bool:
-        return isinstance(model, str) and (model in self.completion_tokens_models
-                                           or model.startswith(self.completion_tokens_prefixes))
+        return _follows(model, self.learned.completion_tokens, self.completion_tokens_prefixes)
 
     def tools_need_no_reasoning(self, model) -> bool:
-        return isinstance(model, str) and (model in self.no_reasoning_models
-                                           or model.startswith(self.no_reasoning_prefixes))
+        return _follows(model, self.learned.no_reasoning, self.no_reasoning_prefixes)
 
     def _prepare_options(self, options):
         options = super()._prepare_options(options)
         body = options.json_data
         if options.method.lower() == "post" and options.url.endswith("/chat/completions") and isinstance(body, dict):
             extra = dict(options.extra_json or {})
-            skip = {"enable_thinking"} if body.get("model") in self.thinking_only_models else set()
+            skip = {"enable_thinking"} if body.get("model") in self.learned.thinking_only else set()
             preset = {k: v for k, v in self.preset_body.items() if k not in body and k not in skip}
             options.extra_json = {**preset, **extra}
             if "max_tokens" in body and "max_completion_tokens" not in body \
@@ -223,7 +231,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
     def request(self, cast_to, options, **kwargs):
         body = options.json_data if isinstance(options.json_data, dict) else {}
         model = body.get("model")
-        if model in self.stream_only_models and not kwargs.get("stream") and options.url.endswith("/chat/completions"):
+        if model in self.learned.stream_only and not kwargs.get("stream") and options.url.endswith("/chat/completions"):
             return self._streamed(options, body)
         try:
             return super().request(cast_to, options, **kwargs)
@@ -231,22 +239,22 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             if not isinstance(model, str):
                 raise
             if "max_tokens" in body and not self.uses_completion_tokens(model) and _rejects_max_tokens(exc):
-                self.completion_tokens_models.add(model)
+                self.learned.completion_tokens.add(model)
                 print(f"提示：模型 {model} 不收 max_tokens（HTTP 400 unsupported_parameter，GPT-5、GPT-6 系列和 o 系列都这样），"
                       f"要用 max_completion_tokens。这个客户端以后对它改发 max_completion_tokens，上限不变；"
                       f"这一次已经换好重发。")
             elif body.get("tools") and "reasoning_effort" not in body and not self.tools_need_no_reasoning(model) \
                     and _rejects_tools_with_reasoning(exc):
-                self.no_reasoning_models.add(model)
+                self.learned.no_reasoning.add(model)
                 print(f"提示：模型 {model} 默认会思考，Chat Completions 里一带工具就回 400（GPT-5.6、GPT-6 系列都这样），"
                       f"要写明 reasoning_effort=\"none\"。这个客户端以后带工具时替它写上（它就不再思考）；这一次已经补好重发。")
             elif "enable_thinking" in self.preset_body and "enable_thinking" not in body \
-                    and model not in self.thinking_only_models and "restricted to true" in str(exc).lower():
-                self.thinking_only_models.add(model)
+                    and model not in self.learned.thinking_only and "restricted to true" in str(exc).lower():
+                self.learned.thinking_only.add(model)
                 print(f"提示：模型 {model} 只会思考，不收 enable_thinking=False（HTTP 400）。预设以后不再替它传这个字段；"
                       f"这一次已经去掉重发。")
-            elif not kwargs.get("stream") and model not in self.stream_only_models and _wants_streaming(exc):
-                self.stream_only_models.add(model)
+            elif not kwargs.get("stream") and model not in self.learned.stream_only and _wants_streaming(exc):
+                self.learned.stream_only.add(model)
                 print(f"提示：模型 {model} 思考时只收流式调用（HTTP 400）。这个客户端以后替它改成流式发出、收齐再交回完整的回复，"
                       f"思维链（reasoning_content）也留着；这一次已经改好重发。")
             else:

@@ -118,8 +118,12 @@ def _warn(text: str) -> str:
     return f'<span style="background:{_WARN};color:#fff;font-weight:600;{_CHIP}">{escape(text)}</span>'
 
 
+def _badge(text: str, background: str, border: str, color: str) -> str:
+    return f'<span style="background:{background};border:1px solid {border};color:{color};{_CHIP}">{escape(text)}</span>'
+
+
 def _pending(text: str) -> str:  # 一轮中间的正常状态：醒目，但不是错误的红色
-    return f'<span style="background:#fff8c5;border:1px solid #bf8700;color:#6f4e00;{_CHIP}">{escape(text)}</span>'
+    return _badge(text, "#fff8c5", "#bf8700", "#6f4e00")
 
 
 def _hint(text: str) -> str:
@@ -162,8 +166,8 @@ def _id_cell(row: dict, pairing: _Pairing, outcomes=None) -> str:
     return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}{shown}"
 
 
-def _layer(text: str) -> str:
-    return f'<span style="background:#fff1d6;border:1px solid #d97706;color:#7c2d12;{_CHIP}">{escape(text)}</span>'
+def _layer(text: str) -> str:  # 失败的层次：处理函数之前停下的，或动手后出错的
+    return _badge(text, "#fff1d6", "#d97706", "#7c2d12")
 
 
 def _role_cell(role: str, turn) -> str:
@@ -267,7 +271,6 @@ class MessagesView:
             self._seq = records[-1].seq
 
     def html(self) -> str:
-        self._match_calls()
         return messages_html(self.messages, self.title, self.outcomes, self.turns)
 
     _repr_html_ = html
@@ -287,7 +290,7 @@ class MessagesView:
         """按列表此刻的内容重画：在显示它的那一格里原地替换，在后面的格子里另起一张。"""
         if messages is not None:
             self.messages = messages
-        self._match_calls()  # 每轮都对一次：不显示（不在 IPython 里）时也按轮对上
+        self._match_calls()  # 每轮对一次，只在这里：不显示（不在 IPython 里）时也按轮对上
         if self._handle is None or _execution_count() != self._shown_in:
             self.show()
         else:
