@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"  # 教师版笔记本：带参考答案和隐藏测试
+NEEDS_NBGRADER = '课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"'  # 没装 teach 时的说明
 
 
 def instructor_notebooks() -> list[Path]:

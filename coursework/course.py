@@ -38,14 +38,16 @@ from pathlib import Path
 from harness_lib.safety.secrets import redact
 from harness_lib.ui.clients import learner_environment
 
+from . import NEEDS_NBGRADER, ROOT, instructor_notebooks
+
 try:
     import nbformat
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.preprocessors import Execute, GetGrades
 except ImportError as exc:
-    raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
+    raise SystemExit(NEEDS_NBGRADER) from exc
 
-from . import ROOT, collect, instructor_notebooks, report, sandbox
+from . import collect, report, sandbox
 from .feedback import TIMEOUT_NAMES, HideHiddenTests, ScrubFullOutputs, ScrubOutputs, StderrIsNotFailure
 
 # nbgrader 会按名字调用 alembic：把当前解释器所在的 bin/Scripts 目录放到 PATH 最前面，

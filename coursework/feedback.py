@@ -9,15 +9,16 @@ import functools
 
 from harness_lib.safety.secrets import redact
 
+from . import NEEDS_NBGRADER, instructor_notebooks
+
 try:
     import nbformat
     from nbgrader.preprocessors import ClearHiddenTests
     from nbgrader.preprocessors.base import NbGraderPreprocessor
     from traitlets import Unicode
 except ImportError as exc:
-    raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
+    raise SystemExit(NEEDS_NBGRADER) from exc
 
-from . import instructor_notebooks
 
 class HideHiddenTests(ClearHiddenTests):
     """给学生看的反馈里藏起隐藏测试，只留下没通过的那条断言的说明。

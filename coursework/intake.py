@@ -15,10 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
+from . import NEEDS_NBGRADER
+
 try:
     from nbgrader.utils import parse_utc
 except ImportError as exc:
-    raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
+    raise SystemExit(NEEDS_NBGRADER) from exc
 
 MAX_ZIP_BYTES = 200 * 1024 * 1024       # 嵌套压缩包展开前的上限
 MAX_ZIP_MEMBERS = 2000

@@ -13,13 +13,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import NEEDS_NBGRADER
+
 import nbformat
 
 try:
     from nbgrader.nbgraderformat import MetadataValidator
     from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
 except ImportError as exc:
-    raise SystemExit('课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"') from exc
+    raise SystemExit(NEEDS_NBGRADER) from exc
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024   # 再大的笔记本多半是把大输出存了进去，不读
 COPY_SUFFIX = re.compile(r"(\s*\(\d+\)|\s*-\s*\d+|\s*[-_ ]?副本\d*|\s*[-_ ]?copy\d*|^copy of\s+)", re.I)
