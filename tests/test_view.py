@@ -135,8 +135,8 @@ def test_pairing_is_shown_in_both_rows():
     assert "messages-view" in html
     chip = re.search(r'<span style="[^"]*">call_001</span>', rows[2]).group(0)
     assert chip in rows[3], "同一个 id 在助手行和工具行用同一个小标签"
-    assert "→ 由第 3 行回应" in rows[2]
-    assert "↩ 回应第 2 行" in rows[3]
+    assert "→ 由 pos 3 回应" in rows[2]
+    assert "↩ 回应 pos 2" in rows[3]
     assert "等回应" not in html and "找不到对应的调用" not in html
     # 角色计数与图例
     assert "共 5 条消息" in html and "assistant 2" in html and "tool 1" in html

@@ -1,6 +1,6 @@
 """消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新；`messages_frame` 是数据表。
 
-表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由第几行回应”“回应第几行”，没有回应的
+表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由 pos 几回应”“回应 pos 几”（pos 就是表的第一列），没有回应的
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
 表开着的时候假模型或切换器的客户端完成的调用，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
 传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
@@ -104,7 +104,7 @@ class _Pairing:
     def _lines(found: list, what: str) -> list[str]:
         if not found:
             return []
-        where = "、".join(f"{c or '（空）'}（第 {p} 行）" for c, p in found[:5])
+        where = "、".join(f"{c or '（空）'}（pos {p}）" for c, p in found[:5])
         return [what.format(n=len(found)) + where + (" 等" if len(found) > 5 else "")]
 
 
@@ -147,7 +147,7 @@ def _calls_cell(pos: int, pairing: _Pairing, budget: list[int]) -> str:
     parts = []
     for cid, name, args in pairing.calls[pos]:
         answers = pairing.answer_pos.get(cid)
-        status = _hint(f"→ 由第 {'、'.join(map(str, answers))} 行回应") if answers else _pending("等回应")
+        status = _hint(f"→ 由 pos {'、'.join(map(str, answers))} 回应") if answers else _pending("等回应")
         parts.append(f'<div style="margin:1px 0">{_chip(cid, pairing)} <b style="font-family:monospace">'
                      f"{escape(name)}</b>({_cell(args, pos, budget, code=True)}) {status}</div>")
     return "".join(parts)
@@ -162,7 +162,7 @@ def _id_cell(row: dict, pairing: _Pairing, outcomes=None) -> str:
     layer = getattr((outcomes or {}).get(cid), "layer", None)  # 循环记下的结局，不从文字里猜
     shown = "" if layer is None else " " + (_hint("✓ 成功") if layer == "成功" else _layer(layer))
     if cid in pairing.call_pos:
-        return f"{_chip(cid, pairing)} {_hint(f'↩ 回应第 {pairing.call_pos[cid]} 行')}{shown}"
+        return f"{_chip(cid, pairing)} {_hint(f'↩ 回应 pos {pairing.call_pos[cid]}')}{shown}"
     return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}{shown}"
 
 
