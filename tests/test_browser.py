@@ -151,7 +151,7 @@ def switch_parts(nb: NotebookPage, cell: int) -> dict:
         "active": out.locator("button.widget-toggle-button.mod-active"),
         "preset": out.locator(".widget-dropdown select"),
         "test": out.get_by_role("button", name="测试连接"),
-        "status": out.locator(".widget-html"),
+        "status": out.locator(".widget-html").last,  # 第一个 .widget-html 只放 pandas 表的样式
     }
 
 
@@ -278,6 +278,11 @@ def test_setup_notebook_switch_and_table(open_notebook):
         assert nb.rows_in(call) == 2 == header_count(nb, call)
         assert nb.total_views() == 1
         nb.shot("00_after_run_all", scroll_to=switch)
+        # pandas 的表（版本表）表头靠左、按内容分列宽：JupyterLab 默认靠右、五列等宽，样式随切换器一起来
+        versions = nb.cell(nb.find("versions = pd.DataFrame(rows)")).locator("table.dataframe")
+        looks = versions.evaluate("""t => [getComputedStyle(t).tableLayout,
+            ...[...t.querySelectorAll('thead th')].map(th => getComputedStyle(th).textAlign)]""")
+        assert looks[0] == "auto" and set(looks[1:]) == {"left"}, f"版本表的样式：{looks}"
 
         # 换成本项目的本地端点：测试连接 ✓，重新取 client，变成 openai.OpenAI
         choose_local_endpoint(nb, switch)

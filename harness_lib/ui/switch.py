@@ -19,6 +19,7 @@ from ..models.server import ensure_local_server
 from ..safety.secrets import NO_KEY, redact
 from .clients import DEFAULT_OPENAI_BASE_URL, FAKE_MODEL, PRESETS, PRESETS_BY_KEY, PRESETS_CHECKED, Preset
 from .clients import check_model, client_from_env, needs_key, preset_for, real_client
+from .view import DATAFRAME_STYLE
 
 KEY_PLACEHOLDER = "粘贴 API 密钥（只留在内存里，不显示也不保存）"
 KEY_PLACEHOLDER_SET = "已设置密钥（不会显示或保存）"
@@ -64,7 +65,9 @@ class ModelSwitch:
         # 真实端点的几栏只在选了“真实端点”时出现：假模型用不到它们，选中的是哪一个也一眼看得出
         self.real_fields = widgets.VBox([self.preset_dropdown, self.base_url_text, self.model_text,
                                          self.key_password, self.test_button])
-        self.widget = widgets.VBox([self.mode_buttons, self.real_fields, self.status_html])
+        # 第一格是本笔记本里 pandas 表的样式（只是 CSS：靠左对齐、按内容分列宽），不改任何行为
+        self.widget = widgets.VBox([widgets.HTML(DATAFRAME_STYLE), self.mode_buttons, self.real_fields,
+                                    self.status_html])
         self._fill(self.preset.key)
         for w in (self.mode_buttons, self.base_url_text, self.model_text):
             w.observe(lambda _change: self._refresh_status(), names="value")

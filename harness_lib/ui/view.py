@@ -19,6 +19,12 @@ from ..models.script import text_of
 from .step import calls_of
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
+# pandas 的表（汇总表、自查表）在 JupyterLab 里的样子：表头和内容靠左，按内容分宽度（JupyterLab 默认靠右、
+# table-layout: fixed，列一多“请求数”就一字一行）。切换器把它放在自己的输出里，网站用 site.css 里同样的规则。
+DATAFRAME_STYLE = ("<style>.jp-RenderedHTMLCommon table.dataframe{table-layout:auto}"
+                   ".jp-RenderedHTMLCommon table.dataframe th,.jp-RenderedHTMLCommon table.dataframe td"
+                   "{text-align:left;vertical-align:top}"
+                   ".jp-RenderedHTMLCommon table.dataframe thead th{white-space:nowrap}</style>")
 PREVIEW_CHARS = 60
 FULL_TEXT_CAP = 20_000  # 每个单元格最多嵌入这么多字符的全文
 TOTAL_FULL_TEXT = 400_000  # 整张表最多嵌入这么多（先给最新的消息），超出后只给预览
