@@ -190,6 +190,30 @@ def test_every_page_is_clean_and_fits_a_phone(site, server, browser, artifacts):
     assert not problems, "\n".join(problems)
 
 
+# 图在手机上缩放后的最小比例：原宽约 440 像素的图缩到 343 像素，字还有约 12 像素高
+MIN_DIAGRAM_SCALE = 0.75
+
+
+def test_diagrams_fit_a_phone_without_shrinking_too_far(site, server, browser):
+    """每张 Mermaid 图在 375 像素宽时整张都在版面里（不用横向滚动），缩放比例不小于 MIN_DIAGRAM_SCALE。"""
+    problems, seen = [], 0
+    for rel in _pages(site):
+        if not rel.startswith("notebooks/"):
+            continue
+        visit = Visit(browser, f"{server}/{rel}", PHONE)
+        try:
+            for box, shown, natural in visit.page.evaluate("""() => [...document.querySelectorAll('pre.mermaid')]
+                    .map(p => [p.clientWidth, p.querySelector('svg').getBoundingClientRect().width,
+                               p.querySelector('svg').viewBox.baseVal.width])"""):
+                seen += 1
+                if shown > box + 1 or shown / natural < MIN_DIAGRAM_SCALE:
+                    problems.append(f"{rel}：图宽 {natural:.0f}，画成 {shown:.0f}，版面 {box}")
+        finally:
+            visit.close()
+    assert seen >= 5, f"只找到 {seen} 张图"
+    assert not problems, "\n".join(problems)
+
+
 def test_start_page_has_the_readme_table_and_chinese_navigation(server, browser):
     visit = Visit(browser, f"{server}/index.html")
     try:

@@ -1,4 +1,5 @@
 // 网站上的 Mermaid：用本地的 mermaid.min.js（npm 包 mermaid）把 <pre class="mermaid"> 画成 SVG。
+// 图都是从上往下画的窄图（原宽不超过约 440 像素）：手机上按屏宽缩一点，不用横向滚动。
 // 用普通脚本而不是 ES 模块：从磁盘直接打开网页（file://）时，浏览器不许加载模块脚本。
 (function () {
   "use strict";
@@ -9,17 +10,8 @@
       securityLevel: "strict",
       fontFamily: getComputedStyle(document.body).fontFamily,
     });
-    mermaid.run({ querySelector: "pre.mermaid" }).then(keepReadable).catch(function (err) {
+    mermaid.run({ querySelector: "pre.mermaid" }).catch(function (err) {
       console.error("Mermaid 图没能画出来：", err);
-    });
-  }
-  // 手机上宽的图不要缩得太小：最窄 600 像素（原图更窄就按原图），放不下时在图里横向滚动
-  function keepReadable() {
-    document.querySelectorAll("pre.mermaid svg").forEach(function (svg) {
-      var natural = parseFloat(svg.style.maxWidth);
-      if (natural) {
-        svg.style.minWidth = Math.min(natural, 600) + "px";
-      }
     });
   }
   if (document.readyState === "loading") {
