@@ -55,13 +55,19 @@ THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of t
 TOOLS_REASONING = (400, "Function tools with reasoning_effort are not supported for gpt-6-luna in /v1/chat/completions. "
                         "To use function tools, use /v1/responses or set reasoning_effort to 'none'.", None)
 # vLLM 启动时没开工具调用（vllm#9986 的原话）；智谱只收 tool_choice="auto"（hindsight#4246 的原话）
+# gpt-6-astra 不收 reasoning_effort="none"（inspect_ai#5254、genkit#6303 转述的原话，2026-09）
+NO_NONE = (400, "Unsupported value: 'reasoning_effort' does not support 'none' with this model. Supported values are: "
+                "'low', 'medium', 'high', 'xhigh', and 'max'.", "unsupported_value")
+# 硅基流动：不支持思考的模型收到 enable_thinking（immersive-translate#3418 的原话）
+NO_THINKING_PARAM = (400, "Value error, current model does not support parameter `enable_thinking`.", 20015)
 VLLM_TOOLS = (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', None)
 ZHIPU_CHOICE = (400, "Tool choice must be auto", None)
 REASONING = (400, "The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error")
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, THINKING_ONLY, THINKING, REASONING,
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, NO_NONE, NO_THINKING_PARAM,
+                  THINKING_ONLY, THINKING, REASONING,
                   TOOL_PAIR, VLLM_TOOLS, ZHIPU_CHOICE, NO_CONTENT]
 
 
@@ -237,6 +243,8 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
         ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
         ("400 带工具时要关掉思考", "bad_request", _over_mock(_status(*TOOLS_REASONING))),
+        ("400 reasoning_effort 不收 none", "bad_request", _over_mock(_status(*NO_NONE))),
+        ("400 不收 enable_thinking", "bad_request", _over_mock(_status(*NO_THINKING_PARAM))),
         ("400 vLLM 没开工具调用", "bad_request", _over_mock(_status(*VLLM_TOOLS))),
         ("400 只收 tool_choice=auto", "bad_request", _over_mock(_status(*ZHIPU_CHOICE))),
         ("400 只会思考的模型", "bad_request", _over_mock(_status(*THINKING_ONLY))),

@@ -80,7 +80,7 @@ def chinese(text):
 
 
 def test_every_quirk_is_dated_with_versions_status_and_sources():
-    assert AS_OF == "2026-12-01"
+    assert AS_OF == "2026-12-02"
     for name, quirk in QUIRKS.items():
         assert quirk.versions and chinese(quirk.versions), f"{name} 没写版本范围"
         assert quirk.status in (CURRENT, PARTLY_FIXED, FIXED), name

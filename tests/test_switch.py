@@ -113,7 +113,7 @@ def test_widgets_are_there():
     ("dashscope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus"),
     ("deepseek", "https://api.deepseek.com", "deepseek-flash"),
     ("openai", "https://api.openai.com/v1", "gpt-6-luna"),
-    ("moonshot", "https://api.moonshot.cn/v1", "moonshot-v1-8k"),
+    ("moonshot", "https://api.moonshot.cn/v1", "kimi-k2.6"),
     ("zhipu", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414"),
     ("siliconflow", "https://api.siliconflow.cn/v1", "Qwen/Qwen2.5-7B-Instruct"),
     ("ollama", "http://localhost:11434/v1", "qwen2.5:7b"),
@@ -483,7 +483,7 @@ def test_thinking_presets_turn_thinking_off_on_every_request():
                                      "OPENAI_BASE_URL": "https://api.deepseek.com/v1"})
     assert isinstance(env_client, PresetClient), "无头运行按地址认出 DeepSeek，同样关掉思考"
     plain, _ = client_from_env({"HARNESS_MODE": "real", "OPENAI_API_KEY": KEY, "HARNESS_MODEL": "m",
-                                "OPENAI_BASE_URL": "https://api.moonshot.cn/v1"})
+                                "OPENAI_BASE_URL": "https://api.siliconflow.cn/v1"})
     assert isinstance(plain, openai.OpenAI) and plain.preset_body == {} and plain.completion_tokens_prefixes == ()
     assert preset_for("https://API.DeepSeek.com/v1").key == "deepseek" and preset_for("http://127.0.0.1:9/v1") is None
 
@@ -651,8 +651,49 @@ def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
 
 # 每个云服务商预设对着一个离线替身：替身照这家服务商的参数规矩拒绝请求（原话见 QUIRKS 的出处）
 PRESET_STAND_INS = {"dashscope": "dashscope_tool_rule", "deepseek": "deepseek_thinking",
-                    "openai": "openai_tools_reasoning", "moonshot": "moonshot_usage_in_choice",
-                    "zhipu": "zhipu_tool_choice"}
+                    "openai": "openai_tools_reasoning", "moonshot": "moonshot_thinking",
+                    "zhipu": "zhipu_tool_choice", "siliconflow": "siliconflow_params"}
+
+
+def test_stand_ins_refuse_what_their_provider_refuses():
+    """替身真的守着服务商的规矩：不守的请求被拒（所以上面的往返成功说明预设守了规矩），原话、错误体的形状照出处。"""
+    from harness_lib.models.quirks import start_quirk_server
+
+    ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+                                                                 "function": {"name": "bash", "arguments": "{}"}}]}
+    loop = [*ask, call, {"role": "tool", "tool_call_id": "call_1", "content": "app.py"}]
+    cases = [("moonshot_thinking", {"messages": loop}, "reasoning_content is missing in assistant tool call message at index 1"),
+             ("deepseek_thinking", {"messages": loop}, "must be passed back to the API"),
+             ("siliconflow_params", {"messages": ask, "extra_body": {"enable_thinking": False}},
+              "does not support parameter `enable_thinking`"),
+             ("siliconflow_params", {"messages": ask, "tool_choice": "required"}, "not yet supported")]
+    for quirk, request, words in cases:
+        server = start_quirk_server(quirk)
+        try:
+            plain = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+            with pytest.raises(openai.BadRequestError) as info:
+                plain.chat.completions.create(model="fake-agent-1", tools=TOOLS, max_tokens=64, **request)
+            assert words in str(info.value), (quirk, str(info.value))
+            if quirk == "siliconflow_params":
+                assert info.value.body.get("code") == 20015 if isinstance(info.value.body, dict) else False
+            elif quirk.endswith("_thinking"):  # 关掉思考，同一份记录就收下
+                plain.chat.completions.create(model="fake-agent-1", tools=TOOLS, max_tokens=64, messages=loop,
+                                              extra_body={"thinking": {"type": "disabled"}})
+        finally:
+            server.close()
+
+
+def test_the_switch_says_before_any_call_which_openai_models_cannot_use_tools():
+    """gpt-6-astra 在 Chat Completions 里不能带工具：选它时状态行先说明，不用等第一次调用的 400。"""
+    sw = model_switch(environ={})
+    sw.mode_buttons.value = "real"
+    sw.preset_dropdown.value = "openai"
+    assert "不能带工具" not in sw.status
+    sw.model_text.value = "gpt-6-astra"
+    assert "gpt-6-astra 在 Chat Completions 里不能带工具" in sw.status and "gpt-6-luna" in sw.status
+    on_openai = real_client("https://api.openai.com/v1", "x")
+    assert not on_openai.tools_need_no_reasoning("gpt-6-astra"), "不替它写它不收的 none"
 
 
 @pytest.mark.parametrize("key", sorted(PRESET_STAND_INS))

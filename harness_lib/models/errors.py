@@ -126,7 +126,7 @@ ERROR_TABLE = [
               "内容审核没通过（阿里云百炼的 data_inspection_failed）：服务商认为输入或输出里有不合适的内容。"
               "原样重试多半没用：触发审核的内容若在 messages 里（常见是工具输出里的网页、日志），每次都会再被拦下。"
               "删掉那条消息或换个说法再跑。", False, True),
-    ErrorRule(says("context_length_exceeded", "maximum context length", "context window",
+    ErrorRule(says("context_length_exceeded", "maximum context length", "context window", "max_seq_len",
                    "range of input length", "input is too long", "prompt is too long", status=(400, 413)),
               "context_length", "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。"
               "循环每一轮都把工具输出放进去，越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。",
@@ -137,6 +137,14 @@ ERROR_TABLE = [
               "这个模型默认会思考，而 OpenAI 的 Chat Completions 在它思考时不让调用工具（HTTP {status}）。"
               "请求里写明 reasoning_effort=\"none\"（切换器的客户端碰到一次就替你写上），或改用 Responses API（本课程不讲）。",
               False, True),
+    # gpt-6-astra：reasoning_effort 不收 "none"，别的值又不许带工具（genkit#6303、inspect_ai#5254，2026-09，核对 2026-12-02）
+    ErrorRule(says("supported values are: 'low'", status=(400,)), "bad_request",
+              "这个模型的 reasoning_effort 不收 \"none\"（HTTP {status}）。若它正是带工具时被要求写 none 的那种（如 gpt-6-astra），"
+              "它在 Chat Completions 里就不能带工具，只能走 Responses 接口（本课程不讲）：请换 gpt-6-luna 或 gpt-5.6 系列。",
+              False, True),
+    # 硅基流动：不支持思考的模型收到 enable_thinking 回 400 20015（immersive-translate#3418，2025-10，核对 2026-12-02）
+    ErrorRule(says("does not support parameter `enable_thinking`", status=(400,)), "bad_request",
+              "这个模型不支持思考模式，也就不收 enable_thinking（HTTP {status}）：请求里别传这个字段。", False, True),
     # 百炼的只思考模型（如 qwen3-235b-a22b-thinking-2507）不收 enable_thinking=False：
     # “The value of the enable_thinking parameter is restricted to True”（lobehub#8613、agentscope#2346，核对 2026-12-01）
     ErrorRule(says("restricted to true", status=(400,)), "bad_request",
@@ -167,8 +175,9 @@ ERROR_TABLE = [
               "这个 vLLM 服务启动时没有打开工具调用（HTTP {status}）：代码不用改，要改的是服务。启动 vLLM 时加上 "
               "--enable-auto-tool-choice 和 --tool-call-parser（按模型选，Qwen 一类用 hermes），重启以后再试。", False, True),
     # 智谱（Z.AI）只收 tool_choice="auto"（hindsight#4246，2026-09，核对 2026-12-02）；本课程的循环不传 tool_choice
-    ErrorRule(says("tool choice must be auto", status=(400,)), "bad_request",
-              "这个服务只接受 tool_choice=\"auto\"（HTTP {status}，智谱 GLM 就这样）：去掉请求里的 tool_choice，"
+    # 硅基流动不收 tool_choice="required"（OpenManus#30，2025-03，核对 2026-12-02）
+    ErrorRule(says("tool choice must be auto", "option for tool_choice is not yet supported", status=(400,)), "bad_request",
+              "这个服务只接受 tool_choice=\"auto\"（HTTP {status}，智谱 GLM、硅基流动都这样）：去掉请求里的 tool_choice，"
               "或者写成 \"auto\"。本课程的循环本来就不传它。", False, True),
     ErrorRule(says("'content'", "content' to be", "tool_choice", "unsupported param", "cannot use tools",
                    "raise_exception", "unsupported role", status=(500,)), "request_shape",

@@ -18,7 +18,7 @@ from .script import text_of
 from .server import LocalServer, serve
 from .wire import Rejected, json_response, route, sse_response, stream_chunks, with_body
 
-AS_OF = "2026-12-01"  # 这张表核对到哪一天
+AS_OF = "2026-12-02"  # 这张表核对到哪一天
 CURRENT, PARTLY_FIXED, FIXED = "现存", "部分修复", "已修复（历史）"
 STATUS_COLUMN = f"状态（截至 {AS_OF}）"  # `quirk_table()` 状态一列的列名：日期就写在表头上
 FLAGGED = "【审核样例】"  # `dashscope_inspection` 当作审核不通过的文字（演示用的记号，不是真的敏感词）
@@ -55,13 +55,15 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           refs=(_GH + "ollama/ollama-vscode/pull/20",)),
     Quirk("deepseek_thinking", "DeepSeek（思考模式）", "回复带 reasoning_content；带工具调用的那轮助手消息，之后每次请求都要原样带着它，否则 400。",
           "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
-          versions="DeepSeek API 现行的 deepseek-flash（V4.1；deepseek-v4-flash 是旧名，据报告 v4-pro 自 2026-09-14 起"
-                   "转到 V4.1 Flash，未在官方文档逐字核实），思考模式默认开启；已下线的 deepseek-reasoner 在工具循环里"
-                   "也回过同样的 400（continue#11285、cherry-studio#11751，2025-12 至 2026-03 的报告）",
-          refs=("https://api-docs.deepseek.com/zh-cn/guides/thinking_mode",
-                _GH + "continuedev/continue/issues/11285", _GH + "CherryHQ/cherry-studio/issues/11751")),
+          versions="DeepSeek API 现行的 deepseek-flash（V4.1 Flash）和 deepseek-v4-pro，思考模式默认开启；V4 起的原话是"
+                   "“The `reasoning_content` in the thinking mode must be passed back to the API.”（2026-04 起的报告）。"
+                   "原定 2026-09-14 把 v4-pro 转到 Flash 的安排，DeepSeek 于 2026-09-11 取消（价格页的说明，见 models.dev#6904）。"
+                   "已下线的 deepseek-reasoner 回的是旧原话 “Missing `reasoning_content` field …”（cherry-studio#11751，2025-12）",
+          refs=("https://api-docs.deepseek.com/zh-cn/guides/thinking_mode", _GH + "JohnnyZ93/oai-compatible-copilot/issues/215",
+                _GH + "anomalyco/models.dev/pull/6904", _GH + "CherryHQ/cherry-studio/issues/11751")),
     Quirk("dashscope_tool_rule", "阿里云百炼",
-          "每个 tool_call_id 都要有 tool 消息紧跟在后面，tool 消息前面必须是带 tool_calls 的助手消息；措辞是百炼自己的。",
+          "每个 tool_call_id 都要有 tool 消息紧跟在后面，tool 消息前面必须是带 tool_calls 的助手消息；"
+          "措辞和 OpenAI 的相同，前面多了 “<400> InternalError.Algo.InvalidParameter:”。",
           _GH + "agentscope-ai/agentscope/issues/772",
           versions="百炼 DashScope 接口与 OpenAI 兼容接口（通义千问系列）；2025-06 至 2025-11 的报告里都是这句原话"
                    "（官方错误码页面里没有找到，未在官方文档核实）",
@@ -69,9 +71,11 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("dashscope_thinking_only", "阿里云百炼（只会思考的模型）",
           "带 enable_thinking=False 回 400 “restricted to True”；不带它的非流式调用也回 400，只能流式调用。",
           _GH + "lobehub/lobe-chat/issues/8613",
-          versions="qwen3-235b-a22b-thinking-2507 一类只会思考的 Qwen3 模型（2025-07 起的报告）；非流式的那句原话出自"
-                   "langchain4j#3974，只思考模型的确切措辞未在官方文档核实",
-          refs=(_GH + "langchain4j/langchain4j/issues/3974", _GH + "agentscope-ai/agentscope/issues/2346")),
+          versions="qwen3-235b-a22b-thinking-2507 一类只会思考的 Qwen3 模型（2025-07 起的报告；qwen3.8-max 也只会思考，"
+                   "lobehub#17363，2026-07）；非流式的那句原话写在阿里云百炼的错误码页面上（2026-09-28 更新），"
+                   "“restricted to True” 一句未在官方文档核实",
+          refs=("https://www.alibabacloud.com/help/en/model-studio/error-code",
+                _GH + "langchain4j/langchain4j/issues/3974", _GH + "agentscope-ai/agentscope/issues/2346")),
     Quirk("dashscope_inspection", "阿里云百炼",
           "内容审核：messages 里有审核不通过的内容（这里用 FLAGGED 这段文字代表）时回 400 data_inspection_failed。",
           "https://help.aliyun.com/zh/model-studio/error-code#inappropriate-content",
@@ -92,8 +96,8 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("llamacpp_no_jinja", "llama.cpp（llama-server）",
           "没有用 --jinja 启动的 llama-server 收到带 tools 的请求，回 500 “tools param requires --jinja flag”。",
           _GH + "ggml-org/llama.cpp/pull/17524",
-          versions="PR #17524（2025-11）之前的 llama-server 构建，以及用 --no-jinja 启动的",
-          status=FIXED, fixed_in="llama.cpp PR #17524（2025-11，llama-server 默认开启 jinja）",
+          versions="默认开启 jinja 之前（2025-11/12，PR #17524、#17911）的 llama-server 构建，以及用 --no-jinja 启动的",
+          status=FIXED, fixed_in="llama.cpp PR #17524（2025-11 提出）、#17911（2025-12），llama-server 默认开启 jinja",
           why_keep="发行版和镜像里的旧 llama-server 还很多，有的打包特意用 --no-jinja 启动；"
                    "认得这句原话，就知道该升级，而不是去改自己的代码。",
           refs=(_GH + "containers/ramalama/issues/988", _GH + "huggingface/hub-docs/pull/2420")),
@@ -121,13 +125,32 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                 _GH + "anomalyco/opencode/issues/37964", _GH + "dsp05/overleaf-copilot/pull/43")),
     Quirk("openai_tools_reasoning", "OpenAI（GPT-5.6、GPT-6 系列）",
           "Chat Completions 的请求带了 tools 而 reasoning_effort 不是 \"none\"（不写也算：模型默认会思考）就回 400："
-          "“Function tools with reasoning_effort are not supported …”；和 GPT-5 系列一样不收 max_tokens。",
+          "“Function tools with reasoning_effort are not supported …”；和 GPT-5 系列一样不收 max_tokens。"
+          "gpt-6-astra 连 \"none\" 也不收，在 Chat Completions 里就不能带工具（只能走 Responses）。",
           _GH + "BerriAI/litellm/pull/34569",
           versions="gpt-5.4 显式写 reasoning_effort 时（2026-03 的报告）；gpt-5.6 系列不写也被拒（2026-07 起）；"
                    "gpt-6-sol（2026-09）；OpenAI 的 gpt-6-luna 模型页写明 Chat Completions 只有 reasoning_effort 为 none 时"
                    "才能调用函数（https://developers.openai.com/api/docs/models/gpt-6-luna ，2026-12-02 核对）",
           refs=(_GH + "danny-avila/LibreChat/issues/14231", _GH + "onyx-dot-app/onyx/issues/15008",
-                _GH + "pipecat-ai/pipecat/issues/4043")),
+                _GH + "pipecat-ai/pipecat/issues/4043", _GH + "genkit-ai/genkit/pull/6303",
+                _GH + "bolna-ai/bolna/pull/1019")),
+    Quirk("moonshot_thinking", "月之暗面（Kimi K2.6）",
+          "思考模式默认开着：回复带 reasoning_content；带工具调用的那轮助手消息以后要原样带着它，否则 400 “thinking is "
+          "enabled but reasoning_content is missing in assistant tool call message at index N”。"
+          "请求里写 thinking={\"type\": \"disabled\"} 就不思考。",
+          _GH + "OnesoftQwQ/opencode-go-copilot/issues/1",
+          versions="kimi-k2.5（2026-01 起，Moonshot 文档：思考默认开）、kimi-k2.6（2026-04 至 2026-06 的报告）；"
+                   "moonshot-v1-* 与 kimi-k2.5 已于 2026-08-31 下线（chatcli#1344 对着线上接口核对过，2026-09-02）",
+          refs=(_GH + "SillyTavern/SillyTavern/issues/5072", _GH + "earendil-works/pi/issues/5531",
+                _GH + "diillson/chatcli/issues/1344")),
+    Quirk("siliconflow_params", "硅基流动 SiliconFlow",
+          "错误体不包在 error 里：{\"code\": 20015, \"message\": …, \"data\": null}。不支持思考的模型收到 enable_thinking "
+          "回 400 “current model does not support parameter `enable_thinking`”；tool_choice=\"required\" 回 400 "
+          "“The `required` option for tool_choice is not yet supported”。",
+          "https://docs.siliconflow.cn/cn/faqs/error-code",
+          versions="硅基流动的 OpenAI 兼容接口（2025-03 至 2025-12 的报告）；只有列出的模型（如 Qwen3 系列）收 enable_thinking",
+          refs=(_GH + "immersive-translate/immersive-translate/issues/3418",
+                _GH + "FoundationAgents/OpenManus/issues/30")),
     Quirk("zhipu_tool_choice", "智谱 GLM（Z.AI）", "tool_choice 只收 \"auto\"：写成 \"required\" 或指定某个工具都回 400 "
           "“Tool choice must be auto”。",
           _GH + "vectorize-io/hindsight/issues/4246", versions="glm-5.3-flash 经 OpenRouter 的 Z.AI（2026-09 的报告）；"
@@ -165,6 +188,21 @@ def _unreasoned(body: dict) -> int | None:
                  and m.get("tool_calls") and "reasoning_content" not in m), None)
 
 
+def _thinks(body: dict) -> bool:
+    """DeepSeek、Kimi：思考模式默认开着，请求里写 thinking={"type": "disabled"} 才关掉。"""
+    return not (isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "disabled")
+
+
+def _siliconflow(body: dict) -> httpx2.Response | None:
+    """硅基流动：错误体不包在 error 里（code、message、data 三个键）。"""
+    said = None
+    if "enable_thinking" in body and not str(body.get("model", "")).startswith("Qwen/Qwen3"):
+        said = "Value error, current model does not support parameter `enable_thinking`."
+    elif body.get("tool_choice") == "required":
+        said = "Value error, The `required` option for tool_choice is not yet supported."
+    return json_response(400, {"code": 20015, "message": said, "data": None}) if said else None
+
+
 def _llamacpp_python(body: dict) -> httpx2.Response | None:
     if body.get("tool_choice") == "required":  # 处理函数里的断言失败：500，错误消息是空的
         return Rejected(500, "", type="internal_server_error").response()
@@ -179,10 +217,13 @@ def _llamacpp_python(body: dict) -> httpx2.Response | None:
 _REFUSE = {
     "deepseek_balance": _when(lambda b: True, 402, "Insufficient Balance", "unknown_error",
                               "invalid_request_error"),
-    "deepseek_thinking": _when(lambda b: _unreasoned(b) is not None, 400, lambda b: (
-        f"Missing `reasoning_content` field in the assistant message at message index {_unreasoned(b)}. "
-        "For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"),
-        "invalid_request_error", "invalid_request_error"),
+    "deepseek_thinking": _when(lambda b: _thinks(b) and _unreasoned(b) is not None, 400,
+                               "The `reasoning_content` in the thinking mode must be passed back to the API.",
+                               "invalid_request_error", "invalid_request_error"),
+    "moonshot_thinking": _when(lambda b: _thinks(b) and _unreasoned(b) is not None, 400, lambda b: (
+        "thinking is enabled but reasoning_content is missing in assistant tool call message at index "
+        f"{_unreasoned(b)}"), "invalid_request_error"),
+    "siliconflow_params": _siliconflow,
     "dashscope_tool_rule": lambda b: (p := pairing_error(_messages(b), DASHSCOPE_PAIRING)) and p.response(),
     "dashscope_inspection": _when(lambda b: any(FLAGGED in text_of(m.get("content")) for m in _messages(b)), 400,
                                   "Input " + _INSPECTION, "data_inspection_failed", "data_inspection_failed"),
@@ -241,7 +282,10 @@ _REWRITE = {
                                                        "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
     # DeepSeek 在工具调用的回复里给空字符串的 content
     "deepseek_thinking": lambda message, body: {**message, "content": message.get("content") or "",
-                                                "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
+                                                "reasoning_content": _REASONING[bool(message.get("tool_calls"))]}
+    if _thinks(body) else message,
+    "moonshot_thinking": lambda message, body: {**message, "reasoning_content": _REASONING[bool(message.get("tool_calls"))]}
+    if _thinks(body) else message,
 }
 
 

@@ -86,9 +86,13 @@ PRESETS = [
            source="https://developers.openai.com/api/docs/models/gpt-6-luna", checked="2026-12-02",
            thinking="gpt-6-luna 默认会思考；带工具的请求替它传 reasoning_effort=\"none\"（不然回 400），max_tokens 改发 "
                     "max_completion_tokens"),
-    # 月之暗面：moonshot-v1-8k 仍在现行模型里（https://github.com/mnfst/modelparams.dev/pull/22 ，2026-05-23），不思考。
-    Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "moonshot-v1-8k",
-           source="https://platform.kimi.ai/docs/api/chat", checked=PRESETS_CHECKED),
+    # 月之暗面：moonshot-v1-* 和 kimi-k2.5 已于 2026-08-31 下线（Moonshot 的模型页；chatcli#1344 在 2026-09-02 对着线上
+    # 接口核对：moonshot-v1-8k 回 404，现行的只有 kimi-k3、kimi-k2.7-code、kimi-k2.7-code-highspeed、kimi-k2.6）。
+    # kimi-k2.6 默认会思考，thinking={"type": "disabled"} 关掉（QUIRKS["moonshot_thinking"]）。2026-12-02 核对。
+    Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "kimi-k2.6",
+           source="https://platform.kimi.ai/docs/models", checked="2026-12-02",
+           extra_body={"thinking": {"type": "disabled"}},
+           thinking="kimi-k2.6 默认会思考；预设每次传 thinking={\"type\": \"disabled\"} 关掉它（旧的 moonshot-v1-* 已于 2026-08-31 下线）"),
     # 智谱：免费模型 glm-4-flash-250414（不思考）；旧写法 glm-4-flash 现在还认不认，文档里没有找到。
     Preset("zhipu", "智谱 GLM", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414",
            source="https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414", checked=PRESETS_CHECKED),
@@ -121,8 +125,12 @@ def preset_for(base_url: str) -> Preset | None:
 # OpenAI 的 GPT-5、GPT-6 系列和 o 系列只收 max_completion_tokens，带 max_tokens 就回 400 unsupported_parameter
 # （原话见 QUIRKS["openai_max_completion_tokens"] 的出处，2025-08 起；核对于 PRESETS_CHECKED）
 COMPLETION_TOKENS_PREFIXES = ("gpt-5", "gpt-6", "o1", "o3", "o4")
-# GPT-5.6、GPT-6 系列默认会思考，Chat Completions 里带 tools 就必须 reasoning_effort="none"（QUIRKS["openai_tools_reasoning"]）
-TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6")
+# GPT-5.6 系列、gpt-6-luna、gpt-6-sol 默认会思考，Chat Completions 里带 tools 就必须 reasoning_effort="none"
+# （QUIRKS["openai_tools_reasoning"]）；别的新模型碰到一次那种 400 再学
+TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6-luna", "gpt-6-sol")
+# 在 Chat Completions 里根本不能带工具的模型：reasoning_effort 不收 "none"，别的值又不许带工具（genkit#6303，
+# bolna#1019，2026-09）。本课程只用 Chat Completions，切换器在第一次调用之前就说明
+NO_CHAT_TOOLS_PREFIXES = ("gpt-6-astra",)
 
 
 def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
@@ -246,7 +254,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             elif body.get("tools") and "reasoning_effort" not in body and not self.tools_need_no_reasoning(model) \
                     and _rejects_tools_with_reasoning(exc):
                 self.learned.no_reasoning.add(model)
-                print(f"提示：模型 {model} 默认会思考，Chat Completions 里一带工具就回 400（GPT-5.6、GPT-6 系列都这样），"
+                print(f"提示：模型 {model} 默认会思考，Chat Completions 里一带工具就回 400（GPT-5.6 系列、gpt-6-luna、gpt-6-sol 都这样），"
                       f"要写明 reasoning_effort=\"none\"。这个客户端以后带工具时替它写上（它就不再思考）；这一次已经补好重发。")
             elif "enable_thinking" in self.preset_body and "enable_thinking" not in body \
                     and model not in self.learned.thinking_only and "restricted to true" in str(exc).lower():

@@ -17,7 +17,8 @@ from traitlets import Unicode
 from ..models.errors import SwitchConfigError, classify, explain_error
 from ..models.server import ensure_local_server
 from ..safety.secrets import NO_KEY, redact
-from .clients import DEFAULT_OPENAI_BASE_URL, FAKE_MODEL, PRESETS, PRESETS_BY_KEY, PRESETS_CHECKED, Preset
+from .clients import DEFAULT_OPENAI_BASE_URL, FAKE_MODEL, NO_CHAT_TOOLS_PREFIXES, PRESETS, PRESETS_BY_KEY, PRESETS_CHECKED
+from .clients import Preset
 from .clients import check_model, client_from_env, needs_key, preset_for, real_client
 from .view import DATAFRAME_STYLE
 
@@ -211,10 +212,13 @@ class ModelSwitch:
 
     def _preset_notes(self, model: str) -> list[str]:
         """关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
+        tools_note = [f"⚠ {model} 在 Chat Completions 里不能带工具（reasoning_effort 不收 \"none\"，别的值又不许带工具，"
+                      "只能走 Responses 接口）；本课程的循环靠工具调用，请换 gpt-6-luna 或 gpt-5.6 系列。"
+                      ] if model.startswith(NO_CHAT_TOOLS_PREFIXES) else []
         preset = self._request_preset()
         if preset is None or not preset.source:
-            return []
-        notes = ["预设：" + preset.facts()] if model == preset.model else []
+            return tools_note
+        notes = tools_note + (["预设：" + preset.facts()] if model == preset.model else [])
         if notes and preset.retired_on():
             notes.append(f"⚠ 服务商公布的停用日期 {preset.retires} 已过：这个名字多半不能用了，"
                          "点「测试连接」看看能用哪些模型。")
