@@ -425,7 +425,7 @@ def test_every_cloud_preset_names_its_source_and_check_date():
     for p in CLOUD:
         assert p.source.startswith("https://") and p.checked >= PRESETS_CHECKED, p  # 单独再核对过的可以更新
         assert p.model in p.facts() and p.checked in p.facts() and p.source in p.facts()
-    assert PRESETS_CHECKED == "2026-12-01"
+    assert PRESETS_CHECKED == "2026-12-02"
 
 
 def test_retired_deepseek_names_are_not_presets():
@@ -454,7 +454,7 @@ def test_retirement_dates_are_shown_and_checked():
 def test_switch_status_shows_the_preset_facts():
     sw = model_switch(environ={})
     sw.preset_dropdown.value = "deepseek"
-    assert "deepseek-flash 出自 https://api-docs.deepseek.com" in sw.status and "核对于 2026-12-01" in sw.status
+    assert "deepseek-flash 出自 https://api-docs.deepseek.com" in sw.status and "核对于 2026-12-02" in sw.status
     assert "thinking" in sw.status and "disabled" in sw.status
     sw.model_text.value = "deepseek-v4-pro"  # 自己换了名字：不再说“出自”，但思考模式照样关
     assert "出自" not in sw.status and "disabled" in sw.status

@@ -26,7 +26,7 @@ from ..models.server import ensure_local_server
 from ..safety.secrets import NO_KEY, SETTING_PREFIXES
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
-PRESETS_CHECKED = "2026-12-01"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
+PRESETS_CHECKED = "2026-12-02"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
 
 
 def learner_environment(environ=None) -> dict:
