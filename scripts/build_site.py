@@ -175,9 +175,9 @@ def recording_cells(nb) -> None:
     )
     model = meta.get("model", "真实模型")
     intro = nbformat.v4.new_markdown_cell(
-        f"**【网站附加】同一格换成真实模型**。这一段只在网站上有，笔记本里没有。右边是 {meta.get('recorded', '')} 在真实端点上录的一次运行"
+        f"**【网站附加】同一格换成真实模型**。这一段只在网站上有，笔记本里没有。第二张表是 {meta.get('recorded', '')} 在真实端点上录的一次运行"
         f"（模型 `{model}`，{meta.get('server', '')}），用的就是上面录制那一格的做法；录像是 "
-        "`site/recordings/09_run.jsonl`，这里只读文件，不联网、不执行命令。左边是假模型刚录的那一遍。\n\n"
+        "`site/recordings/09_run.jsonl`，这里只读文件，不联网、不执行命令。第一张是假模型刚录的那一遍。\n\n"
         f"{meta.get('notes', '')}".rstrip() + "\n"
     )
     compare = nbformat.v4.new_code_cell(
@@ -194,7 +194,7 @@ def recording_cells(nb) -> None:
         f"tables = [MessagesView(messages, title=\"假模型（上面录制的那一遍）\"),\n"
         f"          MessagesView(real_messages, title={('真实模型 ' + model + '（录像）')!r})]\n"
         "HTML('<div style=\"display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start\">'\n"
-        "     + ''.join(f'<div style=\"flex:1 1 320px;min-width:0\">{t.html()}</div>' for t in tables)\n"
+        "     + ''.join(f'<div style=\"flex:1 1 560px;min-width:0\">{t.html()}</div>' for t in tables)\n"
         "     + '</div>')"
     )
     nb.cells[at:at] = [intro, compare]

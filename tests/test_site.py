@@ -317,6 +317,10 @@ def test_recorded_real_run_beside_the_fake_one(server, browser):
         assert len(titles) == 2 and "假模型" in titles[0] and "真实模型" in titles[1], titles
         model = json.loads(RECORDING.read_text(encoding="utf-8").splitlines()[0])["request"]["model"]
         assert model in titles[1]
+        # 版面放不下两张整表时上下排：两张表的列都看得见，不藏在横向滚动的框里
+        hidden = pair.evaluate("""p => [...p.querySelectorAll('.messages-view div')]
+            .filter(d => d.scrollWidth > d.clientWidth + 1).length""")
+        assert hidden == 0, f"{hidden} 个框要横向滚动才看得到整张表"
     finally:
         visit.close()
 

@@ -189,6 +189,9 @@ def test_300_messages_scroll_and_sticky_header():
     assert "max-height:420px;overflow:auto" in html
     assert "position:sticky;top:0" in html
     assert "<details><summary" in html and "<pre " in html
+    # 表框底边的提示：框里还有行时看得见；行少的表没有它
+    assert "position:sticky;bottom:0" in html and "↕ 共 300 条消息" in html
+    assert "↕" not in messages_html(msgs[:3])
 
 
 def test_full_text_is_capped():

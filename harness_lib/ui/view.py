@@ -27,6 +27,7 @@ DATAFRAME_STYLE = ("<style>.jp-RenderedHTMLCommon table.dataframe{table-layout:a
                    ".jp-RenderedHTMLCommon table.dataframe thead th{white-space:nowrap}</style>")
 PREVIEW_CHARS = 60
 FULL_TEXT_CAP = 20_000  # 每个单元格最多嵌入这么多字符的全文
+SCROLL_CUE_ROWS = 6  # 超过这么多行，表框底边贴一行“上下滚动”的提示（表框最高 420 像素）
 TOTAL_FULL_TEXT = 400_000  # 整张表最多嵌入这么多（先给最新的消息），超出后只给预览
 ROLE_COLORS = {"system": "#eef0f4", "user": "#e6f0ff", "assistant": "#e9f7ec", "tool": "#fff5dc"}
 CALL_COLORS = [("#dbeafe", "#3b82f6"), ("#fce7f3", "#db2777"), ("#ede9fe", "#7c3aed"), ("#ccfbf1", "#0d9488"),
@@ -224,7 +225,12 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None)
                     + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(COLUMNS, cells))
                     + "</tr>")
     out += reversed(body)
-    out.append("</tbody></table></div></div>")
+    out.append("</tbody>")
+    if len(rows) > SCROLL_CUE_ROWS:  # 行多时表框会滚动：底边贴一行提示，框里还有行就看得见它
+        out.append(f'<tfoot><tr><td colspan="5" style="position:sticky;bottom:0;background:#f6f8fa;color:#57606a;'
+                   f'border-top:1px solid #d0d7de;font-size:11.5px;padding:2px 8px">↕ 共 {len(rows)} 条消息，'
+                   "放不下时在框里上下滚动</td></tr></tfoot>")
+    out.append("</table></div></div>")
     return "".join(out)
 
 
