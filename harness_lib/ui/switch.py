@@ -1,7 +1,7 @@
 """模型切换器：`model_switch()` 是一组控件，`switch.current()` 返回 `(client, model)`，笔记本的其余代码不用改。
 
-它顺带装上“没接住的端点错误先给一句中文说明”。密钥只在 Python 对象的私有属性里：`OPENAI_API_KEY` 的值不复制进
-任何控件；密码框里粘贴的密钥立刻移走、密码框清空，所以输出、控件状态和文件里都没有它。建客户端的规矩在 `clients`。
+它不改 IPython 的设置；`explain_uncaught_errors()` 是另一行明写的调用。密钥只在 Python 对象的私有属性里：
+`OPENAI_API_KEY` 的值不复制进任何控件；密码框里粘贴的密钥立刻移走、密码框清空，所以输出、控件状态和文件里都没有它。建客户端的规矩在 `clients`。
 """
 
 import html
@@ -25,6 +25,7 @@ from .view import DATAFRAME_STYLE
 KEY_PLACEHOLDER = "粘贴 API 密钥（只留在内存里，不显示也不保存）"
 KEY_PLACEHOLDER_SET = "已设置密钥（不会显示或保存）"
 PROBE_TIMEOUT = 15  # 测试连接最多等几秒
+EXPLAINED = "端点出错了。"  # 没接住的端点错误：中文说明的开头
 _COLORS = {"ok": "#1a7f37", "error": "#b42318", "warn": "#9a6700", "info": "#57606a"}
 
 
@@ -269,16 +270,20 @@ class ModelSwitch:
 
 
 def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
-    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后（都已打码）。"""
+    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后，每一行都打码（格子里若直接写了密钥，
+    调用栈引用的那行源码也不会露出它）。异常本身不变，try/except 照样接得住。"""
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    head = "端点出错了。先看中文说明；完整的调用栈在下面，需要细节时再往下看。"
-    lines = [redact(line) for line in [head, "  " + explain_error(value), "", *stb]]
-    shell._showtraceback(etype, redact(str(value)), lines)  # IPython 不管返回值，所以自己显示
+    lines = [redact(line) for line in [EXPLAINED + "先看中文说明；完整的调用栈在下面。", "  " + explain_error(value), "",
+                                       *stb]]
+    # IPython 没有“显示一份现成的调用栈”的公开调用：_showtraceback 是它写明给子类覆盖的那一步（ipykernel 在这里发出
+    # 错误消息），showtraceback 会重新生成调用栈、不打码；自定义处理函数的返回值 IPython 不用
+    shell._showtraceback(etype, redact(str(value)), lines)
     return lines
 
 
 def explain_uncaught_errors(shell=None) -> bool:
-    """没被接住的 openai SDK 异常先显示中文说明，再是调用栈（异常本身不变）；不在 IPython 里时返回 False。"""
+    """打开“没接住的 openai SDK 异常先给一句中文说明”：说明在前、调用栈在后，都打码。
+    每本笔记本在切换器那一格明写这一行；不在 IPython 里时什么也不做，返回 False。"""
     shell = shell if shell is not None else get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
@@ -287,7 +292,6 @@ def explain_uncaught_errors(shell=None) -> bool:
 
 
 def model_switch(environ=None) -> ModelSwitch:
-    """建一个模型切换器（`environ` 默认 `os.environ`），顺带装上 `explain_uncaught_errors`：没被接住的 openai 异常
-    先显示打了码的中文说明（服务商回显的密钥片段不会留在输出里），再是原来的调用栈。"""
-    explain_uncaught_errors()
+    """建一个模型切换器（`environ` 默认 `os.environ`）。它不改 IPython 的任何设置：没接住的端点错误要带中文说明，
+    另写一行 `explain_uncaught_errors()`。"""
     return ModelSwitch(environ=environ)
