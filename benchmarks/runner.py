@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .common import Figure, median
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 
 GROUP = "runner 执行器"
 MB = 1_000_000

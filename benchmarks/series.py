@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .common import ROOT, Figure
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 
 GROUP = "series 整套笔记本"
 NOTEBOOKS = ROOT / "notebooks"

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 from harness_lib.safety.secrets import redact
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 
 from . import NEEDS_NBGRADER, ROOT, instructor_notebooks
 

@@ -26,7 +26,6 @@ import argparse
 import base64
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -37,6 +36,8 @@ import time
 from pathlib import Path
 
 import nbformat
+
+from harness_lib.safety.secrets import learner_environment
 
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"  # 同 scripts/export_lesson.py、tests/conftest.py
 
@@ -295,8 +296,8 @@ def check_cache() -> None:
 
 
 def execution_env() -> dict:
-    """和 tests/test_notebooks.py 一样：去掉开发者自己的 HARNESS_*、OPENAI_*，内核只能用离线的假模型。"""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("HARNESS_", "OPENAI_"))}
+    """和 tests/test_notebooks.py 一样：学习者的环境（去掉开发者自己的 HARNESS_*、OPENAI_*），内核只能用离线的假模型。"""
+    env = learner_environment()
     env["HARNESS_MODE"] = "fake"
     env["HARNESS_SITE"] = "1"  # 切换器画成不能点的样子（网页上没有内核），也不画填密钥的框
     env["PYTHONUNBUFFERED"] = "1"

@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 from harness_lib.models.net import free_port
 
 CHROMIUM = "/usr/bin/chromium"

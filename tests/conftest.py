@@ -38,7 +38,7 @@ def executed(path):
     import nbformat
     from nbclient import NotebookClient
 
-    from harness_lib.ui.clients import learner_environment
+    from harness_lib.safety.secrets import learner_environment
 
     class Watching(NotebookClient):
         def process_message(self, msg, cell, cell_index):

@@ -42,7 +42,7 @@ from harness_lib import (
 from harness_lib.safety import approval
 from harness_lib.safety import runner
 from harness_lib.safety.approval import Guarded
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 
 NOWHERE = "http://127.0.0.1:9/v1"  # discard 端口：没有任何服务，也不会真的发请求
 REAL_ENV = {"HARNESS_MODE": "real", "OPENAI_API_KEY": "sk-test-0123456789", "HARNESS_MODEL": "qwen-plus",

@@ -18,12 +18,11 @@ from nbclient import NotebookClient
 import pytest
 
 from conftest import key_leaks
+from harness_lib.models.call import RETRY_POLICY, call_model
 from harness_lib.models.errors import (
     ERROR_TABLE,
-    RETRY_POLICY,
     EndpointError,
     SwitchConfigError,
-    call_model,
     classify,
     explain_error,
     from_sdk,
@@ -31,7 +30,7 @@ from harness_lib.models.errors import (
 from harness_lib.models.fake import api_error
 from harness_lib.models.wire import OfflineHTTP, json_response
 from harness_lib.safety.secrets import NO_KEY, redact
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 from harness_lib.models.net import closed_port_url
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"

@@ -13,7 +13,8 @@ import pytest
 
 from harness_lib import (BudgetExceeded, FakeClient, agent_loop, check_request, text_reply, scripted_call, tool_reply,
                          within_budget)
-from harness_lib.models.errors import EndpointError, call_model, explain_error
+from harness_lib.models.call import call_model
+from harness_lib.models.errors import EndpointError, explain_error
 from harness_lib.models.streaming import collect_stream
 from harness_lib.models.fake import api_error
 from harness_lib.models.faults import (CONTEXT_LIMIT, FAULTS, MODELS, PROVIDER_BODIES, REASONING_TOKENS,

@@ -1,4 +1,4 @@
-"""参考循环 harness_lib.agent_loop：用假模型和真实子进程跑，不用替身。"""
+"""参考循环 harness_lib.agent_loop：对着离线假模型 FakeClient（真正的 openai SDK 在它前面）和真实的子进程跑，命令不是模拟的。"""
 
 import os
 

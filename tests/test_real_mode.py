@@ -48,7 +48,7 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 from harness_lib import BASH_TOOL, FakeClient, agent_loop, model_switch
 from harness_lib.models.faults import start_fault_server
 from harness_lib.models.net import free_port

@@ -36,7 +36,7 @@ from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame
                          run_bash, text_reply, scripted_call, tool_reply)
 from harness_lib.models.server import start_server
 from harness_lib.models.errors import explain_error
-from harness_lib.ui.clients import learner_environment
+from harness_lib.safety.secrets import learner_environment
 
 PATHS = notebook_paths()
 MODEL = "fake-agent-1"

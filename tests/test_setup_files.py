@@ -152,3 +152,13 @@ def test_a_wheel_installed_into_a_fresh_venv_runs_a_notebook(tmp_path):
                           env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "HARNESS_MODE": "fake"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert str(venv) in done.stdout, "导入的应当是新 venv 里装上的 harness_lib"
+
+
+def test_the_newcomer_reading_path_is_under_a_thousand_lines():
+    """README 的“读代码的顺序”开头那几个文件（编号的列表）都在，合起来不到 1,000 行。"""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### 读代码的顺序", 1)[1].split("再往下", 1)[0]
+    files = re.findall(r"^\d+\. `(harness_lib/[\w/]+\.py)`", section, re.M)
+    assert len(files) >= 4, files
+    lines = sum(len((ROOT / f).read_text(encoding="utf-8").splitlines()) for f in files)
+    assert lines < 1000, f"读代码的路径有 {lines} 行：{files}"

@@ -22,7 +22,7 @@ from harness_lib.ui.clients import (
 from harness_lib.ui.clients import (PRESETS_CHECKED, PresetClient, check_model, closest_models, preset_for,
                                     real_client)
 from harness_lib.models.server import ensure_local_server, serve, start_server
-from harness_lib.models.errors import RETRY_POLICY, call_model
+from harness_lib.models.call import RETRY_POLICY, call_model
 from harness_lib.models.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
 from harness_lib.models.net import free_port, is_loopback
 from harness_lib.ui.switch import ModelSwitch, model_switch, presets_table

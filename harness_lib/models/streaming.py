@@ -17,7 +17,8 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from .checks import as_dict
-from .errors import EndpointError, call_model, classify, explain_error
+from .call import call_model
+from .errors import EndpointError, classify, explain_error
 
 _HEAD = ("id", "created", "model", "system_fingerprint")
 _NO_REQUEST = httpx2.Request("POST", "http://stream.invalid/v1/chat/completions")  # 录像里的错误块没有请求

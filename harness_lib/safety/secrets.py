@@ -1,4 +1,5 @@
-"""密钥的处理：`command_env` 是交给命令的、去掉了秘密和设置的环境；`redact` 从文字里抹掉密钥。
+"""密钥的处理：`command_env` 是交给命令的、去掉了秘密和设置的环境；`redact` 从文字里抹掉密钥；
+`learner_environment` 是刚打开笔记本的学习者看到的环境（测试、网站、批改都从它起步）。
 
 录制器、错误说明、切换器和执行器都用这一个 `redact`。这里只读环境变量，从不修改它们。
 """
@@ -90,3 +91,8 @@ def redact(text, key=None, *, environ: Mapping[str, str] | None = None, mask: st
     text = "".join(pieces) + text[end:]
     return _KEYLIKE.sub(mask, text)
 
+
+def learner_environment(environ=None) -> dict:
+    """`environ`（默认 `os.environ`）去掉所有 `HARNESS_*`、`OPENAI_*` 之后的副本：刚打开笔记本的学习者看到的环境。"""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if not k.upper().startswith(SETTING_PREFIXES)}

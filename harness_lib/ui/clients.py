@@ -16,23 +16,18 @@ import pandas as pd
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from ..models.errors import CALL_DEADLINE, RETRY_POLICY, SwitchConfigError, explain_error
+from ..models.call import CALL_DEADLINE, RETRY_POLICY
+from ..models.errors import SwitchConfigError, explain_error
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
 from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
-from ..safety.secrets import NO_KEY, SETTING_PREFIXES
+from ..safety.secrets import NO_KEY
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
 PRESETS_CHECKED = "2026-12-02"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
-
-
-def learner_environment(environ=None) -> dict:
-    """`environ`（默认 `os.environ`）去掉所有 `HARNESS_*`、`OPENAI_*` 之后的副本：刚打开笔记本的学习者看到的环境。"""
-    environ = os.environ if environ is None else environ
-    return {k: v for k, v in environ.items() if not k.upper().startswith(SETTING_PREFIXES)}
 
 
 @dataclass(frozen=True)

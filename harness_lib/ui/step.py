@@ -12,7 +12,8 @@ from typing import Any, Callable
 import openai
 
 from ..models.checks import as_dict
-from ..models.errors import MAX_TOKENS, EndpointError, call_model, from_sdk
+from ..models.call import MAX_TOKENS, call_model
+from ..models.errors import EndpointError, from_sdk
 from ..models.fake import FakeClient
 from ..models.script import text_of
 from ..safety.secrets import redact
