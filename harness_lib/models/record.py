@@ -114,7 +114,7 @@ class Recorder:
     def __init__(self, client: openai.OpenAI, *, secrets: Iterable[str] = ()):
         self.original = client
         self.calls: list[dict] = []
-        # SDK 客户端的 _client 就是它自己的 httpx 客户端：录音线路接在它前面，原来的传输层照常工作
+        # SDK 没有公开取出自己 httpx 客户端的办法，私有的 _client 是唯一的入口：录音线路接在它前面，原来的传输层照常工作
         tap = httpx2.Client(transport=_Tap(client._client, self.calls))
         self.client = openai.OpenAI(api_key=client.api_key, base_url=client.base_url, http_client=tap,
                                     max_retries=client.max_retries, timeout=client.timeout)

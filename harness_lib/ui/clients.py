@@ -201,6 +201,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
     def tools_need_no_reasoning(self, model) -> bool:
         return _follows(model, self.learned.no_reasoning, self.no_reasoning_prefixes)
 
+    # SDK 没有公开的“改每个请求”的钩子：_prepare_options 是它留给子类覆盖的那一步（openai._base_client）
     def _prepare_options(self, options):
         options = super()._prepare_options(options)
         body = options.json_data
