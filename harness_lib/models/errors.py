@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import openai
 
 from ..safety.secrets import redact
+from ..text import one_line, shorten
 from .net import CALL_DEADLINE
 
 class SwitchConfigError(ValueError):
@@ -215,14 +216,12 @@ def classify(exc) -> ErrorRule:
 
 
 def _first_line(text, limit: int = 200) -> str:
-    line = (str(text).strip().splitlines() or [""])[0]
-    return line if len(line) <= limit else line[:limit] + "…"
+    return shorten((str(text).strip().splitlines() or [""])[0], limit)
 
 
 def _snippet(text, key, limit=80):
     """回复内容的开头一小段，压成一行并打码。"""
-    text = " ".join(str(text).split())
-    return redact(text if len(text) <= limit else text[:limit] + "…", key)
+    return redact(shorten(one_line(text), limit), key)
 
 
 def _host_of(exc) -> str:

@@ -17,6 +17,7 @@ import httpx2
 import openai
 
 from ..safety.secrets import redact
+from ..text import shorten
 from .wire import (OFFLINE_KEY, OfflineClient, OfflineHTTP, error_body, is_stream, json_response, sse_chunks,
                    sse_response)
 
@@ -168,8 +169,7 @@ def load_calls(path: str | Path) -> list[dict]:
 
 
 def _preview(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    return shorten(json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value), limit)
 
 
 def _without_none(value: Any) -> Any:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..safety.runner import list_py_command
+from ..text import shorten
 
 TALK_ONLY, OTHER_COMMANDS = "fake-talk-only", "fake-other-commands"
 OTHER_PATH_MODELS = {  # 模型名 → 一句说明（本地端点按模型名选规则）
@@ -106,8 +107,7 @@ def _intent_of_command(command: str | None, commands: dict[str, str]) -> str | N
 
 
 def _clip(text: str, limit: int = 200) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else f"{text[:limit]}……（共 {len(text)} 个字符，只摘录了前 {limit} 个）"
+    return shorten(text.strip(), limit, total=True)
 
 
 def _names(names: list[str], limit: int = 20) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from .allowlist import Verdict, check_allowlist
 from .trust import trusted
+from ..text import shorten
 
 ENV_VAR = "HARNESS_APPROVAL"
 POLICIES = ("auto", "ask", "allowlist", "allow", "deny")
@@ -40,7 +41,7 @@ def _source(client) -> str:
 
 
 def _quote(text: str, limit: int = 60) -> str:
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}…（共 {len(text)} 个字符）"
+    return repr(shorten(text, limit, total=True))
 
 
 def _canonical(args) -> str:

@@ -14,6 +14,7 @@ import openai
 from ..models.checks import as_dict
 from ..models.call import MAX_TOKENS, call_model
 from ..models.errors import EndpointError, from_sdk
+from ..text import one_line, shorten
 from ..models.fake import FakeClient
 from ..models.script import text_of
 from ..safety.secrets import redact
@@ -25,8 +26,7 @@ WANTS = {None: "任何一种回复", "text": "一段文字回答（不请求工�
 
 def clip(text: Any, limit: int = 80) -> str:
     """压成一行，长于 `limit` 个字符时截断，末尾加 …。"""
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(one_line(text), limit)
 
 
 def calls_of(message: Any) -> list[tuple[str, str, str]]:

@@ -16,6 +16,7 @@ from IPython.display import display
 from ..models.checks import as_dict
 from ..models.calls import calls_since, last_call_seq
 from ..models.script import text_of
+from ..text import shorten
 from .step import calls_of
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
@@ -51,8 +52,7 @@ def _rows(messages) -> list[dict]:
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """前 `limit` 个字符，换行显示为 ⏎，截断处加 …。"""
-    head = text[:limit].replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
-    return head + "…" if len(text) > limit else head
+    return shorten(text, limit).replace("\r\n", "⏎").replace("\n", "⏎").replace("\r", "⏎")
 
 
 class MessagesFrame(pd.DataFrame):
