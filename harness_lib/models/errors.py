@@ -16,6 +16,7 @@ from ..safety.secrets import redact
 from ..text import one_line, shorten
 from .net import CALL_DEADLINE
 
+
 class SwitchConfigError(ValueError):
     """模型设置不完整或写错了（缺模型名、缺密钥、HARNESS_MODE 取值不对……），消息是中文。"""
 

@@ -18,6 +18,7 @@ import openai
 # 所以一次调模型最坏约 3 × 60 秒，加上两次重试之间的等待（几秒）。
 CALL_DEADLINE = 60
 
+
 def is_loopback(host, *, listening: bool = False) -> bool:
     """`host`（主机名、IP 地址或整个 URL）是否只通向本机：`localhost`、`127.0.0.0/8`（含 `127.1` 这样的简写）、
     `::1`、`::ffff:127.0.0.1`。`0.0.0.0` 和 `::` 作为目的地址连到本机，算；作为监听地址（`listening=True`）

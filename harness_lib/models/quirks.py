@@ -193,6 +193,18 @@ def _thinks(body: dict) -> bool:
     return not (isinstance(body.get("thinking"), dict) and body["thinking"].get("type") == "disabled")
 
 
+def _thinking_unreasoned(body: dict) -> int | None:
+    """思考模式开着，却有一条带工具调用的助手消息没带回 reasoning_content：它的下标（否则 None）。"""
+    return _unreasoned(body) if _thinks(body) else None
+
+
+def _reasoned(message: dict, body: dict, **extra) -> dict:
+    """思考模式开着时，回复带上思维链（`extra` 是这家服务商另外改的字段）。"""
+    if not _thinks(body):
+        return message
+    return {**message, **extra, "reasoning_content": _REASONING[bool(message.get("tool_calls"))]}
+
+
 def _siliconflow(body: dict) -> httpx2.Response | None:
     """硅基流动：错误体不包在 error 里（code、message、data 三个键）。"""
     said = None
@@ -217,12 +229,12 @@ def _llamacpp_python(body: dict) -> httpx2.Response | None:
 _REFUSE = {
     "deepseek_balance": _when(lambda b: True, 402, "Insufficient Balance", "unknown_error",
                               "invalid_request_error"),
-    "deepseek_thinking": _when(lambda b: _thinks(b) and _unreasoned(b) is not None, 400,
+    "deepseek_thinking": _when(lambda b: _thinking_unreasoned(b) is not None, 400,
                                "The `reasoning_content` in the thinking mode must be passed back to the API.",
                                "invalid_request_error", "invalid_request_error"),
-    "moonshot_thinking": _when(lambda b: _thinks(b) and _unreasoned(b) is not None, 400, lambda b: (
+    "moonshot_thinking": _when(lambda b: _thinking_unreasoned(b) is not None, 400, lambda b: (
         "thinking is enabled but reasoning_content is missing in assistant tool call message at index "
-        f"{_unreasoned(b)}"), "invalid_request_error"),
+        f"{_thinking_unreasoned(b)}"), "invalid_request_error"),
     "siliconflow_params": _siliconflow,
     "dashscope_tool_rule": lambda b: (p := pairing_error(_messages(b), DASHSCOPE_PAIRING)) and p.response(),
     "dashscope_inspection": _when(lambda b: any(FLAGGED in text_of(m.get("content")) for m in _messages(b)), 400,
@@ -281,11 +293,8 @@ _REWRITE = {
     "dashscope_thinking_only": lambda message, body: {**message,
                                                        "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
     # DeepSeek 在工具调用的回复里给空字符串的 content
-    "deepseek_thinking": lambda message, body: {**message, "content": message.get("content") or "",
-                                                "reasoning_content": _REASONING[bool(message.get("tool_calls"))]}
-    if _thinks(body) else message,
-    "moonshot_thinking": lambda message, body: {**message, "reasoning_content": _REASONING[bool(message.get("tool_calls"))]}
-    if _thinks(body) else message,
+    "deepseek_thinking": lambda message, body: _reasoned(message, body, content=message.get("content") or ""),
+    "moonshot_thinking": _reasoned,
 }
 
 

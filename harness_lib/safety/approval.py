@@ -11,9 +11,9 @@ import re
 import sys
 from collections.abc import Mapping
 
+from ..text import shorten
 from .allowlist import Verdict, check_allowlist
 from .trust import trusted
-from ..text import shorten
 
 ENV_VAR = "HARNESS_APPROVAL"
 POLICIES = ("auto", "ask", "allowlist", "allow", "deny")

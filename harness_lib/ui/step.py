@@ -14,10 +14,10 @@ import openai
 from ..models.checks import as_dict
 from ..models.call import MAX_TOKENS, call_model
 from ..models.errors import EndpointError, from_sdk
-from ..text import one_line, shorten
 from ..models.fake import FakeClient
 from ..models.script import text_of
 from ..safety.secrets import redact
+from ..text import one_line, shorten
 
 SCRIPTED = "【脚本示范】"
 WANTS = {None: "任何一种回复", "text": "一段文字回答（不请求工具）", "tools": "至少一个工具调用",

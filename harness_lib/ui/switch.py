@@ -25,7 +25,6 @@ from .view import DATAFRAME_STYLE
 KEY_PLACEHOLDER = "粘贴 API 密钥（只留在内存里，不显示也不保存）"
 KEY_PLACEHOLDER_SET = "已设置密钥（不会显示或保存）"
 PROBE_TIMEOUT = 15  # 测试连接最多等几秒
-EXPLAINED = "端点出错了。"  # 没接住的端点错误：中文说明的开头
 _COLORS = {"ok": "#1a7f37", "error": "#b42318", "warn": "#9a6700", "info": "#57606a"}
 
 
@@ -273,8 +272,8 @@ def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
     """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后，每一行都打码（格子里若直接写了密钥，
     调用栈引用的那行源码也不会露出它）。异常本身不变，try/except 照样接得住。"""
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    lines = [redact(line) for line in [EXPLAINED + "先看中文说明；完整的调用栈在下面。", "  " + explain_error(value), "",
-                                       *stb]]
+    head = "端点出错了。先看中文说明；完整的调用栈在下面。"
+    lines = [redact(line) for line in [head, "  " + explain_error(value), "", *stb]]
     # IPython 没有“显示一份现成的调用栈”的公开调用：_showtraceback 是它写明给子类覆盖的那一步（ipykernel 在这里发出
     # 错误消息），showtraceback 会重新生成调用栈、不打码；自定义处理函数的返回值 IPython 不用
     shell._showtraceback(etype, redact(str(value)), lines)
