@@ -1,8 +1,9 @@
 """阅读预算：笔记本要短，主线（00–06）能和原文对着读，选学的 07–10 也一样。
 
 主线是一本笔记本里 `## 练习` 和 `## 选读：…` 之前的部分。用时按一位细心的读者估计：
-说明文字每分钟 350 个字（300–450 的中间；读者看的是画出来的样子：Mermaid 图只算框里和箭头上的字，表格不算竖线和分隔行），新代码每分钟 11 行（不算空行，也不算主线里前面已经
-出现过的同一行，比如又一次 `client, MODEL = switch.current()`；边读边运行），
+说明文字每分钟 350 个字（300–450 的中间；读者看的是画出来的样子：Mermaid 图只算框里和箭头上的字，表格不算竖线和分隔行），新代码每分钟 537 个字符（不算空白，也不算主线里前面已经
+出现过的同一行，比如又一次 `client, MODEL = switch.current()`；边读边运行。按字符算，一行折成两行不改变用时；
+537 是原来“每分钟 11 行”按 00–10 主线新代码的平均行长 48.8 个字符换算的），
 输出每分钟 900 个字（打印的文字和文字表格），每张消息表 15 秒。输出要执行以后才有，
 所以含输出的那一项在 test_notebooks.py 里，和执行共用一次；这里只查不含输出的部分。
 每本（00–10）的主线不超过 30 分钟；00–06 各有自己的预算（`BUDGETS`，写在 docs/teaching.md 里）；
@@ -21,7 +22,7 @@ MAIN_LINE = ["00_setup", "01_model_only_proposes", "02_each_turn", "03_one_reque
              "05_limits", "06_five_tools"]
 OPTIONAL = ["07_endpoint_faults", "08_streaming", "09_probe_and_replay", "10_approval"]
 CHARS_PER_MINUTE = 350
-CODE_LINES_PER_MINUTE = 11
+CODE_CHARS_PER_MINUTE = 537  # 不算空白
 OUTPUT_CHARS_PER_MINUTE = 900
 TABLE_MINUTES = 0.25  # 一张消息表
 # 主线的预算（分钟，细心的读者，含输出）：原文对应部分的约 3 倍
@@ -77,9 +78,9 @@ def minutes(cells, seen=frozenset()):
     markdown = sum(len(prose(c)) for c in cells if c["cell_type"] == "markdown")
     new, seen = 0, set(seen)
     for line in code_lines(cells):
-        new += line not in seen
+        new += 0 if line in seen else len(re.sub(r"\s", "", line))
         seen.add(line)
-    return markdown / CHARS_PER_MINUTE + new / CODE_LINES_PER_MINUTE
+    return markdown / CHARS_PER_MINUTE + new / CODE_CHARS_PER_MINUTE
 
 
 def output_minutes(cells):

@@ -126,19 +126,19 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
 
 
 # %% notebooks/05_limits.ipynb id=05limi-043
-from harness_lib import MAX_TOKENS, call_model, guard  # call_model 把端点错误说成中文（07），guard 是审批（10）
+from harness_lib import MAX_TOKENS, call_model, guard
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、ToolDenied、execute_tool_call；它们就定义在本模块上文）
 
 
 def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM, max_turns=10,
                max_tokens=MAX_TOKENS, on_turn=None, call=call_model, outcomes=None):
-    """就地扩展 messages，返回最后的回答；`outcomes` 是个字典时，按调用 ID 记下每个 Outcome。"""
-    handlers = guard(handlers, client, denied=ToolDenied)  # 真实模型提出的调用先经人批准
+    """就地扩展 messages，返回最后的回答；给了 `outcomes` 字典就按调用 ID 记下 Outcome。"""
+    handlers = guard(handlers, client, denied=ToolDenied)
     prefix = [{"role": "system", "content": system}] if system else []
     for _ in range(max_turns):
         response = call(client, model=model, messages=[*prefix, *messages], tools=tools, max_tokens=max_tokens)
         message = response.choices[0].message
-        turn, done = [message.model_dump(exclude_none=True)], {}  # 一轮攒齐了再追加
+        turn, done = [message.model_dump(exclude_none=True)], {}
         for tool_call in message.tool_calls or []:
             done[tool_call.id] = execute_tool_call(tool_call, handlers, tools)
             turn.append({"role": "tool", "tool_call_id": tool_call.id, "content": done[tool_call.id].content})
@@ -148,7 +148,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
         if on_turn is not None:
             on_turn(messages)
         if not message.tool_calls:
-            if response.choices[0].finish_reason == "length":  # 写到 max_tokens 被截断：不是正常的结束
+            if response.choices[0].finish_reason == "length":
                 return f"[回复写到 max_tokens={max_tokens} 被截断了，只有半句：{message.content or ''}]"
             return message.content or ""
     return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
