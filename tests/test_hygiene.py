@@ -3,6 +3,7 @@
 import ast
 import json
 import re
+import unicodedata
 
 import pytest
 
@@ -74,6 +75,27 @@ def test_code_comments_are_chinese(path):
             words = re.findall(r"[A-Za-z]{4,}", m.group(1))
             if len(words) >= 4:
                 assert CJK.search(m.group(1)), f"{path.name} 第 {i} 格的注释不是中文：{line!r}"
+
+
+CODE_COLUMNS = 80
+
+
+def columns(line):
+    """等宽字体里一行占几列：汉字和全角符号（East Asian Width 为 W、F）占两列。"""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_fits_80_columns(path):
+    """JupyterLab 的代码格不折行：超过 80 列，行尾的注释和参数就要左右滚动才看得见。"""
+    nb = _load(path)
+    wide = [(i, line) for i, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"
+            for line in "".join(cell["source"]).splitlines() if columns(line) > CODE_COLUMNS]
+    assert not wide, f"{path.name}：{len(wide)} 行超过 {CODE_COLUMNS} 列，第一行在第 {wide[0][0]} 格：{wide[0][1]!r}"
+
+
+def test_columns_count_chinese_as_two():
+    assert columns("print(1)") == 8 and columns("打印") == 4 and columns("，") == 2
 
 
 def test_library_docstrings_are_chinese():

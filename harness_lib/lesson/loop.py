@@ -16,7 +16,8 @@
 # %% notebooks/03_one_request.ipynb id=03oner-018
 from harness_lib import BASH_TOOL
 
-SYSTEM = "你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；拿到结果后，用简短的中文回答。"
+SYSTEM = ("你在用户的电脑上帮忙查看文件。需要执行命令时调用 bash 工具；"
+          "拿到结果后，用简短的中文回答。")
 
 TOOLS = [BASH_TOOL]
 
@@ -26,7 +27,8 @@ import json
 
 
 class ToolInputError(Exception):
-    """模型给的调用用不了：工具名不存在、JSON 坏了、缺字段、类型不对（调用解析失败）。"""
+    """模型给的调用用不了：
+    工具名不存在、JSON 坏了、缺字段、类型不对（调用解析失败）。"""
 
 
 class ToolDenied(Exception):
@@ -34,24 +36,29 @@ class ToolDenied(Exception):
 
 
 class ToolFailed(Exception):
-    """处理函数动手了，却没做成：退出码非零、超时、文件不存在……（工具结果失败）。"""
+    """处理函数动手了，却没做成：
+    退出码非零、超时、文件不存在……（工具结果失败）。"""
 
 
 def parse_arguments(raw):
-    """把 `function.arguments` 这个 JSON 字符串变成 dict；不合格就抛 ToolInputError。"""
+    """把 `function.arguments` 这个 JSON 字符串变成 dict；
+    不合格就抛 ToolInputError。"""
     try:
         value = json.loads(raw)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ToolInputError(f"arguments 不是合法的 JSON：{exc}") from None
     if not isinstance(value, dict):
-        raise ToolInputError(f"arguments 应当是 JSON 对象，实际是 {type(value).__name__}")
+        raise ToolInputError("arguments 应当是 JSON 对象，"
+                             f"实际是 {type(value).__name__}")
     return value
 
 
 # %% notebooks/04_failure_paths.ipynb id=04fail-029
 from harness_lib import run_command
 
-BLOCKED_SNIPPETS = ["rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"]
+BLOCKED_SNIPPETS = [
+    "rm -rf /", "sudo ", "shutdown", "reboot", "mkfs", "> /dev/sd"
+]
 
 
 def check_arguments(args, schema):
@@ -60,13 +67,16 @@ def check_arguments(args, schema):
         if key not in args:
             raise ToolInputError(f"缺少必填参数 {key}")
     for key, spec in schema.get("properties", {}).items():
-        if key in args and spec.get("type") == "string" and not isinstance(args[key], str):
-            raise ToolInputError(f"{key} 应当是字符串，实际是 {type(args[key]).__name__}")
+        if (key in args and spec.get("type") == "string"
+                and not isinstance(args[key], str)):
+            raise ToolInputError(f"{key} 应当是字符串，"
+                                 f"实际是 {type(args[key]).__name__}")
 
 
 def check_permission(name, args):
     """bash 的命令里有被禁止的片段，就抛 ToolDenied。"""
-    found = [s for s in BLOCKED_SNIPPETS if name == "bash" and s in str(args.get("command", ""))]
+    found = [s for s in BLOCKED_SNIPPETS
+             if name == "bash" and s in str(args.get("command", ""))]
     if found:
         raise ToolDenied(f"命令里有被禁止的片段 {found[0]!r}")
 
@@ -94,7 +104,8 @@ class Outcome:
 
     @property
     def acted(self):
-        """处理函数可能已经动手、外部世界可能变了吗？前两层停在任何副作用之前。"""
+        """处理函数可能已经动手、外部世界可能变了吗？
+        前两层停在任何副作用之前。"""
         return self.layer in ("成功", "工具结果失败")
 
 
@@ -106,10 +117,13 @@ def failure(layer, detail):
 def execute_tool_call(tool_call, handlers, tools=TOOLS):
     """执行一个工具调用，无论成败都返回 Outcome。"""
     name = tool_call.function.name
-    schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {}
+               for t in tools}
     try:
         if name not in handlers:
-            raise ToolInputError(f"没有名为 {name!r} 的工具，可用的工具：{'、'.join(handlers) or '（无）'}")
+            raise ToolInputError(
+                f"没有名为 {name!r} 的工具，"
+                f"可用的工具：{'、'.join(handlers) or '（无）'}")
         args = parse_arguments(tool_call.function.arguments)
         check_arguments(args, schemas.get(name, {}))
         check_permission(name, args)
@@ -130,18 +144,22 @@ from harness_lib import MAX_TOKENS, call_model, guard
 # （笔记本里在这里从 harness_lib.lesson.loop 导入 HANDLERS、SYSTEM、TOOLS、ToolDenied、execute_tool_call；它们就定义在本模块上文）
 
 
-def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, system=SYSTEM, max_turns=10,
-               max_tokens=MAX_TOKENS, on_turn=None, call=call_model, outcomes=None):
-    """就地扩展 messages，返回最后的回答；给了 `outcomes` 字典就按调用 ID 记下 Outcome。"""
+def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
+               system=SYSTEM, max_turns=10, max_tokens=MAX_TOKENS, on_turn=None,
+               call=call_model, outcomes=None):
+    """就地扩展 messages，返回最后的回答；
+    给了 `outcomes` 字典就按调用 ID 记下 Outcome。"""
     handlers = guard(handlers, client, denied=ToolDenied)
     prefix = [{"role": "system", "content": system}] if system else []
     for _ in range(max_turns):
-        response = call(client, model=model, messages=[*prefix, *messages], tools=tools, max_tokens=max_tokens)
+        response = call(client, model=model, messages=[*prefix, *messages],
+                        tools=tools, max_tokens=max_tokens)
         message = response.choices[0].message
         turn, done = [message.model_dump(exclude_none=True)], {}
         for tool_call in message.tool_calls or []:
             done[tool_call.id] = execute_tool_call(tool_call, handlers, tools)
-            turn.append({"role": "tool", "tool_call_id": tool_call.id, "content": done[tool_call.id].content})
+            turn.append({"role": "tool", "tool_call_id": tool_call.id,
+                         "content": done[tool_call.id].content})
         messages.extend(turn)
         if outcomes is not None:
             outcomes.update(done)
@@ -149,25 +167,34 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS, syste
             on_turn(messages)
         if not message.tool_calls:
             if response.choices[0].finish_reason == "length":
-                return f"[回复写到 max_tokens={max_tokens} 被截断了，只有半句：{message.content or ''}]"
+                return (f"[回复写到 max_tokens={max_tokens} 被截断了，"
+                        f"只有半句：{message.content or ''}]")
             return message.content or ""
-    return f"[已经跑满 {max_turns} 轮，循环强制停止；messages 仍然完整，可以接着再跑]"
+    return (f"[已经跑满 {max_turns} 轮，循环强制停止；"
+            "messages 仍然完整，可以接着再跑]")
 
 
 # %% notebooks/05_limits.ipynb id=05limi-059
 def check_transcript(messages, outcomes):
-    """原文第四节的四个问题，返回 {问题: 是否成立}；`outcomes` 里没有记录的调用不算执行过。"""
-    msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True) for m in messages]
-    calls = {tc["id"]: i for i, m in enumerate(msgs) for tc in m.get("tool_calls") or []}
-    answered = {m.get("tool_call_id"): i for i, m in enumerate(msgs) if m.get("role") == "tool"}
+    """原文第四节的四个问题，返回 {问题: 是否成立}；
+    `outcomes` 里没有记录的调用不算执行过。"""
+    msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True)
+            for m in messages]
+    calls = {tc["id"]: i for i, m in enumerate(msgs)
+             for tc in m.get("tool_calls") or []}
+    answered = {m.get("tool_call_id"): i for i, m in enumerate(msgs)
+                if m.get("role") == "tool"}
     last = msgs[-1] if msgs else {}
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
-        "2. 程序真的执行了处理函数": any(cid in outcomes and outcomes[cid].acted for cid in answered),
-        "3. 调用和结果成对回到了上下文": bool(calls) and set(calls) == set(answered)
+        "2. 程序真的执行了处理函数": any(cid in outcomes and outcomes[cid].acted
+                                         for cid in answered),
+        "3. 调用和结果成对回到了上下文": bool(calls)
+            and set(calls) == set(answered)
             and all(answered[cid] > pos for cid, pos in calls.items()),
-        "4. 模型看到结果后继续，直到不再请求工具": bool(answered) and last.get("role") == "assistant"
-            and not last.get("tool_calls") and len(msgs) - 1 > max(answered.values()),
+        "4. 模型看到结果后继续，直到不再请求工具": bool(answered)
+            and last.get("role") == "assistant" and not last.get("tool_calls")
+            and len(msgs) - 1 > max(answered.values()),
     }
 
 
@@ -182,15 +209,19 @@ class BudgetExceeded(Exception):
 
 
 def within_budget(call=call_model, *, max_tokens_total=None, max_seconds=None):
-    """包住调模型的一步（交给 agent_loop 的 call=）：每次调模型之前查用时和已用的 token，超了就抛 BudgetExceeded。"""
+    """包住调模型的一步（交给 agent_loop 的 call=）：
+    每次调模型之前查用时和已用的 token，超了就抛 BudgetExceeded。"""
     started, used = time.monotonic(), 0
 
     def budgeted(client, **request):
         nonlocal used
         if max_seconds is not None and time.monotonic() - started > max_seconds:
-            raise BudgetExceeded(f"已经用了 {time.monotonic() - started:.2f} 秒，超过 {max_seconds} 秒的预算")
+            raise BudgetExceeded(
+                f"已经用了 {time.monotonic() - started:.2f} 秒，"
+                f"超过 {max_seconds} 秒的预算")
         if max_tokens_total is not None and used > max_tokens_total:
-            raise BudgetExceeded(f"已经用掉 {used} 个 token，超过 {max_tokens_total} 的预算")
+            raise BudgetExceeded(f"已经用掉 {used} 个 token，"
+                                 f"超过 {max_tokens_total} 的预算")
         response = call(client, **request)
         used += response.usage.total_tokens if response.usage else 0
         return response

@@ -16,7 +16,8 @@ from harness_lib import stream_turn
 
 
 def streaming(on_delta=None):
-    """调模型的一步换成流式：返回一个 call（交给 agent_loop 的 call=），边收边读，收齐了才交回完整的回复。"""
+    """调模型的一步换成流式：返回一个 call（交给 agent_loop 的 call=），
+    边收边读，收齐了才交回完整的回复。"""
     def call(client, **request):
         return stream_turn(client, on_delta=on_delta, **request)
 
@@ -26,7 +27,9 @@ def streaming(on_delta=None):
 def agent_loop_stream(messages, *, on_delta=None, **options):
     """还是 05 的 agent_loop，只把调模型的那一步换成 streaming(on_delta)。
 
-    on_delta 看到接收中的半条消息。流中途断了，stream_turn 抛出 EndpointError("stream_cut", ...)，
-    messages 保持上一轮结束时的样子。其余参数（client、model、max_turns、on_turn……）原样交给 agent_loop。
+    on_delta 看到接收中的半条消息。
+    流中途断了，stream_turn 抛出 EndpointError("stream_cut", ...)，
+    messages 保持上一轮结束时的样子。
+    其余参数（client、model、max_turns、on_turn……）原样交给 agent_loop。
     """
     return agent_loop(messages, call=streaming(on_delta), **options)
