@@ -25,7 +25,8 @@ _PUBLIC = {
     # models：替身、线路与错误
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
-    **dict.fromkeys(["check_request", "as_dict"], "models.checks"),
+    "check_request": "models.checks",
+    "as_dict": "models.messages",
     "api_error": "models.wire",
     **dict.fromkeys(["start_server", "start_tls_server"], "models.server"),
     **dict.fromkeys(["MAX_TOKENS", "CALL_DEADLINE", "RETRY_POLICY", "call_model"], "models.call"),
@@ -38,11 +39,11 @@ _PUBLIC = {
     # safety：执行、审批、作业检查
     **dict.fromkeys(["BASH_TOOL", "CommandResult", "run_bash", "run_command", "demo_workspace", "list_py_command"],
                     "safety.runner"),
-    **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.watch"),
+    **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.side_effects"),
     **dict.fromkeys(["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "Verdict", "check_allowlist"], "safety.allowlist"),
     **dict.fromkeys(["guard", "decide", "describe", "parse_answer", "policy_from_env"], "safety.approval"),
     "trusted": "safety.trust",
-    **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
+    **dict.fromkeys(["assert_own_work", "delegations"], "safety.own_work"),
     # ui：看得见的部分
     **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
     **dict.fromkeys(["client_from_env", "quirk_table", "real_client"], "ui.clients"),

@@ -18,7 +18,7 @@ from harness_lib import Workspace, parse_arguments
 from harness_lib.lesson.tools import string_arg
 from harness_lib.lesson import tools as lesson_tools
 from harness_lib.safety import runner
-from harness_lib.safety.grading import assert_own_work, delegations
+from harness_lib.safety.own_work import assert_own_work, delegations
 
 from conftest import ROOT, notebook_paths
 

@@ -14,7 +14,7 @@ from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, ask_model, r
                          tool_reply)
 from harness_lib.models.net import closed_port_url
 from harness_lib.safety.runner import list_py_command
-from harness_lib.safety.watch import disk_snapshot, watch_processes
+from harness_lib.safety.side_effects import disk_snapshot, watch_processes
 
 ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
 KEY = "sk-step-test-" + "0123456789abcdef" * 2
