@@ -146,7 +146,7 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         "custom_exc": (blank, "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)", 0),
         "always_equal": ({ex1: "class _E:\n    def __eq__(self, o): return True\n\ndef count_roles(m): return _E()",
                           ex2: "def last_reply(m): return count_roles(m)"}, None, 0),
-        "patch_own_work": ({ex1: "import harness_lib\nfrom harness_lib import as_dict\nimport harness_lib.safety.own_work as _g\n"
+        "patch_own_work": ({ex1: "import harness_lib\nfrom harness_lib.models.messages import as_dict\nimport harness_lib.safety.own_work as _g\n"
                                  "_g.assert_own_work = lambda *a: None\nharness_lib.assert_own_work = lambda *a: None\n"
                                  "from collections import Counter\n"
                                  "def count_roles(m): return dict(Counter(as_dict(x)['role'] for x in m))",
