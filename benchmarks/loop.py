@@ -118,64 +118,42 @@ def fake_direct(quick: bool) -> list[Figure]:
     ]
 
 
-def over_http(quick: bool) -> list[Figure]:
-    import openai
+def _http_timers(server, client, loop, model, question):
+    """三个计时函数，各返回每轮的秒数：整个循环、只重放同样的 create()、不经 SDK 用 http.client 发同样的 JSON。
+    同时返回每次循环的轮数和 http.client 的那条长连接（用完要关）。"""
+    recorder = _Recorder(client)
+    with _approval_off():
+        loop.agent_loop(list(question), client=recorder, model=model, handlers=_noop_handlers())
+    requests = recorder.requests  # messages 里都是 dict（循环存的是 model_dump 的结果）
+    turns = len(requests)
+    create = client.chat.completions.create
+    bodies = [json.dumps(r, ensure_ascii=False).encode() for r in requests]
+    conn = http.client.HTTPConnection(server.host, server.port)
+    path = server.base_url.split(str(server.port), 1)[1] + "/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer x"}
 
-    fake = lib_module("models.fake")
-    loop = lib_module("lesson.loop")
-    server_mod = lib_module("models.server")
-    reps = 30 if quick else 300
-    question = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
-    server = server_mod.start_server("127.0.0.1", port=0)
-    try:
-        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
-        recorder = _Recorder(client)
-        with _approval_off():
-            loop.agent_loop(list(question), client=recorder, model=fake.DEFAULT_MODEL,
-                            handlers=_noop_handlers())
-        requests = recorder.requests  # messages 里都是 dict（循环存的是 model_dump 的结果）
-        turns = len(requests)
-        create = client.chat.completions.create
+    def run_loop():
+        start = time.perf_counter()
+        loop.agent_loop(list(question), client=client, model=model, handlers=_noop_handlers())
+        return (time.perf_counter() - start) / turns
 
-        def run_loop():
-            messages = list(question)
-            start = time.perf_counter()
-            loop.agent_loop(messages, client=client, model=fake.DEFAULT_MODEL,
-                            handlers=_noop_handlers())
-            return (time.perf_counter() - start) / turns
+    def replay():
+        start = time.perf_counter()
+        for request in requests:
+            create(**request)
+        return (time.perf_counter() - start) / turns
 
-        def replay():
-            start = time.perf_counter()
-            for request in requests:
-                create(**request)
-            return (time.perf_counter() - start) / turns
+    def raw():
+        start = time.perf_counter()
+        for body in bodies:
+            conn.request("POST", path, body=body, headers=headers)
+            json.loads(conn.getresponse().read())
+        return (time.perf_counter() - start) / turns
 
-        # 对照：不用 SDK，用标准库 http.client 在一条长连接上发同样的 JSON
-        bodies = [json.dumps(r, ensure_ascii=False).encode() for r in requests]
-        conn = http.client.HTTPConnection(server.host, server.port)
-        path = server.base_url.split(str(server.port), 1)[1] + "/chat/completions"
-        headers = {"Content-Type": "application/json", "Authorization": "Bearer x"}
+    return turns, (run_loop, replay, raw), conn
 
-        def raw():
-            start = time.perf_counter()
-            for body in bodies:
-                conn.request("POST", path, body=body, headers=headers)
-                json.loads(conn.getresponse().read())
-            return (time.perf_counter() - start) / turns
 
-        for _ in range(10):  # 预热：建立连接、SDK 的延迟导入
-            run_loop()
-            replay()
-            raw()
-        per_turn, bare, raw_times = [], [], []
-        for _ in range(reps):
-            per_turn.append(run_loop())
-            bare.append(replay())
-            raw_times.append(raw())
-        conn.close()
-        connections = server.connections
-    finally:
-        server.close()
+def _http_figures(per_turn, bare, raw_times, turns, reps, connections) -> list[Figure]:
     t_loop, t_bare = median(per_turn) * 1000, median(bare) * 1000
     t_diff = median(a - b for a, b in zip(per_turn, bare)) * 1000
     return [
@@ -191,6 +169,30 @@ def over_http(quick: bool) -> list[Figure]:
                note="不经过 openai SDK：HTTP 往返加服务端假模型；与上面单独 create() 的差就是 SDK 自己的开销",
                digits=3),
     ]
+
+
+def over_http(quick: bool) -> list[Figure]:
+    import openai
+
+    fake = lib_module("models.fake")
+    reps = 30 if quick else 300
+    question = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    server = lib_module("models.server").start_server("127.0.0.1", port=0)
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        turns, timers, conn = _http_timers(server, client, lib_module("lesson.loop"), fake.DEFAULT_MODEL, question)
+        for _ in range(10):  # 预热：建立连接、SDK 的延迟导入
+            for timer in timers:
+                timer()
+        times = [[], [], []]  # 循环、重放、http.client，轮流各跑一次
+        for _ in range(reps):
+            for timer, found in zip(timers, times):
+                found.append(timer())
+        conn.close()
+        connections = server.connections
+    finally:
+        server.close()
+    return _http_figures(*times, turns, reps, connections)
 
 
 def run(quick: bool) -> list[Figure]:

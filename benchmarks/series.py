@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .common import ROOT, Figure
 from harness_lib.safety.secrets import learner_environment
+from harness_lib.series import notebooks
 
 GROUP = "series 整套笔记本"
 NOTEBOOKS = ROOT / "notebooks"
@@ -29,7 +30,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def notebook_paths() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return notebooks(NOTEBOOKS)
 
 
 def _kernel_env() -> dict:

@@ -5,6 +5,8 @@
 
 from pathlib import Path
 
+from harness_lib.series import notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"  # 教师版笔记本：带参考答案和隐藏测试
 NEEDS_NBGRADER = '课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"'  # 没装 teach 时的说明
@@ -12,4 +14,4 @@ NEEDS_NBGRADER = '课程作业需要 nbgrader：.venv/bin/python -m pip install 
 
 def instructor_notebooks() -> list[Path]:
     """教师版笔记本，按编号排好。"""
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return notebooks(NOTEBOOKS)

@@ -130,7 +130,7 @@ class GradingKernel(IPythonKernel):
             del names[name]
         names.update(saved["builtins"])
         # 作业检查：丢掉内存里（可能被改过）的那一份，下次导入时从只读的磁盘上重新读
-        sys.modules.pop("harness_lib.safety.grading", None)
+        sys.modules.pop("harness_lib.safety.own_work", None)
         package, contents, public = self._package
         sys.modules["harness_lib"] = package
         vars(package).clear()

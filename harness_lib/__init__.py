@@ -18,14 +18,14 @@ from importlib import import_module
 _PUBLIC = {
     # 课程层（03–06、08 搭出来的）
     **dict.fromkeys(["SYSTEM", "TOOLS", "HANDLERS", "BLOCKED_SNIPPETS", "ToolInputError", "ToolDenied",
-                     "ToolFailed", "Outcome", "failure", "parse_arguments", "bash_handler", "execute_tool_call",
+                     "ToolFailed", "bash_handler", "execute_tool_call",
                      "agent_loop", "check_transcript", "BudgetExceeded", "within_budget"], "lesson.loop"),
     **dict.fromkeys(["ToolRegistry", "Workspace", "make_file_tools", "string_arg"], "lesson.tools"),
-    **dict.fromkeys(["agent_loop_stream", "streaming"], "lesson.stream"),
+    "agent_loop_stream": "lesson.stream",
     # models：替身、线路与错误
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
-    **dict.fromkeys(["check_request", "as_dict"], "models.checks"),
+    "check_request": "models.checks",
     "api_error": "models.wire",
     **dict.fromkeys(["start_server", "start_tls_server"], "models.server"),
     **dict.fromkeys(["MAX_TOKENS", "CALL_DEADLINE", "RETRY_POLICY", "call_model"], "models.call"),
@@ -36,19 +36,19 @@ _PUBLIC = {
                      "start_quirk_server"], "models.quirks"),
     **dict.fromkeys(["Recorder", "ReplayClient", "ReplayMismatchError", "load_calls"], "models.record"),
     # safety：执行、审批、作业检查
-    **dict.fromkeys(["BASH_TOOL", "CommandResult", "run_bash", "run_command", "demo_workspace", "list_py_command"],
+    **dict.fromkeys(["BASH_TOOL", "run_bash", "run_command", "demo_workspace", "list_py_command"],
                     "safety.runner"),
-    **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.watch"),
-    **dict.fromkeys(["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "Verdict", "check_allowlist"], "safety.allowlist"),
+    **dict.fromkeys(["disk_snapshot", "watch_processes"], "safety.side_effects"),
+    **dict.fromkeys(["DENIED_PREFIX", "READ_ONLY_PROGRAMS", "check_allowlist"], "safety.allowlist"),
     **dict.fromkeys(["guard", "decide", "describe", "parse_answer", "policy_from_env"], "safety.approval"),
     "trusted": "safety.trust",
-    **dict.fromkeys(["assert_own_work", "delegations"], "safety.grading"),
+    **dict.fromkeys(["assert_own_work", "delegations"], "safety.own_work"),
     # ui：看得见的部分
     **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
-    **dict.fromkeys(["client_from_env", "quirk_table", "real_client"], "ui.clients"),
-    **dict.fromkeys(["MessagesView", "messages_frame", "show_messages"], "ui.view"),
+    **dict.fromkeys(["quirk_table", "real_client"], "ui.clients"),
+    **dict.fromkeys(["MessagesView", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
-    **dict.fromkeys(["Chat", "ask_model", "run_loop"], "ui.step"),
+    **dict.fromkeys(["Chat", "run_loop"], "ui.step"),
 }
 _ROLES = ("lesson", "models", "safety", "ui")
 

@@ -38,8 +38,8 @@ from pathlib import Path
 import nbformat
 
 from harness_lib.safety.secrets import learner_environment
+from harness_lib.series import notebooks
 
-NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"  # 同 scripts/export_lesson.py、tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "site"
@@ -140,7 +140,7 @@ def student_notebooks(into: Path) -> list[Path]:
     """学生版：和 make release 同一条命令（nbgrader 去掉参考答案和隐藏测试）。"""
     subprocess.run([sys.executable, "-m", "coursework.course", "release", "--out", str(into)],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    found = sorted(into.glob(NOTEBOOK_GLOB))
+    found = notebooks(into)
     if not found:
         raise SystemExit("学生版里没有笔记本：python -m coursework.course release 没有生成任何文件")
     return found
@@ -225,7 +225,7 @@ def glossary() -> str:
 def _inputs_fingerprint() -> str:
     """学生版笔记本由这些文件决定：都没变就不再调用 nbgrader（它要十来秒）。"""
     digest = hashlib.sha256()
-    files = sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)) + [
+    files = notebooks(ROOT / "notebooks") + [
         ROOT / "coursework" / "course.py", Path(__file__).resolve(), RECORDING, RECORDING.with_suffix(".json")]
     for path in files:
         digest.update(path.name.encode())

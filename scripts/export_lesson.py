@@ -28,8 +28,9 @@ import re
 import sys
 from pathlib import Path
 
+from harness_lib.series import notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 LESSON_DIR = Path("harness_lib") / "lesson"
 MARK = re.compile(r"^#\s*harness_lib:\s*save\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
 LOOKS_LIKE_MARK = re.compile(r"^\s*#\s*harness_lib\s*:")
@@ -44,7 +45,7 @@ class ExportError(Exception):
 
 def notebook_paths(root):
     """按文件名顺序列出 root/notebooks 里的教学笔记本。"""
-    return sorted((Path(root) / "notebooks").glob(NOTEBOOK_GLOB))
+    return notebooks(Path(root) / "notebooks")
 
 
 def notebook_title(nb, name):

@@ -10,6 +10,7 @@ import pytest
 
 from harness_lib.models.faults import start_fault_server
 from harness_lib.safety.runner import demo_workspace
+from harness_lib.series import notebooks
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -17,7 +18,7 @@ NOTEBOOKS = ROOT / "notebooks"
 
 def notebook_paths():
     """按文件名顺序列出所有教学笔记本。"""
-    return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return notebooks(NOTEBOOKS)
 
 
 class Execution:

@@ -20,10 +20,8 @@ from harness_lib import (
     FakeClient,
     Recorder,
     ReplayClient,
-    Verdict,
     agent_loop,
     check_allowlist,
-    client_from_env,
     decide,
     describe,
     execute_tool_call,
@@ -39,6 +37,8 @@ from harness_lib import (
     tool_reply,
     trusted,
 )
+from harness_lib.safety.allowlist import Verdict
+from harness_lib.ui.clients import client_from_env
 from harness_lib.safety import approval
 from harness_lib.safety import runner
 from harness_lib.safety.approval import Guarded

@@ -14,11 +14,12 @@ import pytest
 import harness_lib
 import harness_lib.lesson.loop
 import harness_lib.lesson.tools
-from harness_lib import Workspace, parse_arguments
+from harness_lib import Workspace
+from harness_lib.lesson.loop import parse_arguments
 from harness_lib.lesson.tools import string_arg
 from harness_lib.lesson import tools as lesson_tools
 from harness_lib.safety import runner
-from harness_lib.safety.grading import assert_own_work, delegations
+from harness_lib.safety.own_work import assert_own_work, delegations
 
 from conftest import ROOT, notebook_paths
 
@@ -243,7 +244,8 @@ def test_the_message_names_the_real_definition_behind_an_alias():
 def test_a_role_package_forbids_every_module_inside_it():
     """笔记本的测试格写 `assert_own_work(fn, harness_lib.ui)`：包下面每个模块里的定义都算被禁止。"""
     import harness_lib
-    from harness_lib import assert_own_work, messages_frame
+    from harness_lib import assert_own_work
+    from harness_lib.ui.view import messages_frame
 
     def uses_the_table(messages):
         return len(messages_frame(messages))

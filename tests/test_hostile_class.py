@@ -146,14 +146,14 @@ def graded(tmp_path_factory, release_dir, prepared_course):
         "custom_exc": (blank, "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)", 0),
         "always_equal": ({ex1: "class _E:\n    def __eq__(self, o): return True\n\ndef count_roles(m): return _E()",
                           ex2: "def last_reply(m): return count_roles(m)"}, None, 0),
-        "patch_own_work": ({ex1: "import harness_lib\nfrom harness_lib import as_dict\nimport harness_lib.safety.grading as _g\n"
+        "patch_own_work": ({ex1: "import harness_lib\nfrom harness_lib.models.messages import as_dict\nimport harness_lib.safety.own_work as _g\n"
                                  "_g.assert_own_work = lambda *a: None\nharness_lib.assert_own_work = lambda *a: None\n"
                                  "from collections import Counter\n"
                                  "def count_roles(m): return dict(Counter(as_dict(x)['role'] for x in m))",
                             ex2: blank[ex2]}, None, 0),
         "gradebook": (blank, "import glob\nfor _p in glob.glob('/tmp/**/gradebook.db', recursive=True) + "
                              "glob.glob('../../../**/gradebook.db', recursive=True):\n    open(_p, 'w').write('x')", 0),
-        "grading_py": (blank, "import harness_lib.safety.grading as _g\ntry:\n    open(_g.__file__, 'a').write("
+        "own_work_py": (blank, "import harness_lib.safety.own_work as _g\ntry:\n    open(_g.__file__, 'a').write("
                               "'\\ndef assert_own_work(*a): pass\\n')\nexcept OSError as e:\n    print(e)", 0),
         "detached": (blank, f"import subprocess\nsubprocess.Popen(['setsid', 'sh', '-c', 'sleep 30 # {MARK}'])", 0),
         "network": (blank, f"import os, socket\nos.environ.update(HARNESS_MODE='real', OPENAI_API_KEY='x', "

@@ -10,13 +10,12 @@ from harness_lib import (
     agent_loop,
     check_transcript,
     execute_tool_call,
-    parse_arguments,
     text_reply,
     scripted_call,
     tool_reply,
-    Outcome,
     ToolInputError,
 )
+from harness_lib.lesson.loop import Outcome, parse_arguments
 
 
 def _tool_messages(messages):

@@ -12,7 +12,6 @@ from openai.types.chat import ChatCompletionMessageFunctionToolCall as ToolCall
 from harness_lib import (
     HANDLERS,
     FakeClient,
-    Outcome,
     Recorder,
     ReplayClient,
     ToolDenied,
@@ -28,6 +27,7 @@ from harness_lib import (
     text_reply,
     tool_reply,
 )
+from harness_lib.lesson.loop import Outcome
 from harness_lib.safety.runner import GRACE_SECONDS, STATUSES
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="用 POSIX shell 的写法造各种结局")

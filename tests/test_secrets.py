@@ -32,8 +32,10 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
 from conftest import NOTEBOOKS, ROOT, notebook_paths, printed_base_url, stop_process
-from harness_lib import (FakeClient, agent_loop, client_from_env, messages_frame, model_switch,
-                         run_bash, text_reply, scripted_call, tool_reply)
+from harness_lib import (FakeClient, agent_loop, model_switch, run_bash, text_reply, scripted_call,
+                         tool_reply)
+from harness_lib.ui.clients import client_from_env
+from harness_lib.ui.view import messages_frame
 from harness_lib.models.server import start_server
 from harness_lib.models.errors import explain_error
 from harness_lib.safety.secrets import learner_environment

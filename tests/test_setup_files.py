@@ -162,3 +162,20 @@ def test_the_newcomer_reading_path_is_under_a_thousand_lines():
     assert len(files) >= 4, files
     lines = sum(len((ROOT / f).read_text(encoding="utf-8").splitlines()) for f in files)
     assert lines < 1000, f"读代码的路径有 {lines} 行：{files}"
+
+
+def test_the_readme_lists_every_public_name_with_its_module():
+    """README 的“公开的名字”表和 `harness_lib.__all__` 一致：名字一个不多、一个不少，模块写对。"""
+    import harness_lib
+
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### 公开的名字", 1)[1].split("\n## ", 1)[0]
+    listed = {}
+    for row in section.splitlines():
+        if row.startswith("| `"):
+            cells = row.split("|")
+            module = cells[2].strip().strip("`")
+            for name in re.findall(r"`([A-Za-z_]\w*)`", cells[1]):
+                listed[name] = module
+    assert sorted(listed) == sorted(harness_lib.__all__)
+    wrong = {n: (m, harness_lib._PUBLIC[n]) for n, m in listed.items() if harness_lib._PUBLIC[n] != m}
+    assert not wrong, f"README 写错了模块：{wrong}"

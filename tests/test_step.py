@@ -10,11 +10,12 @@ import os
 import openai
 import pytest
 
-from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, ask_model, run_loop, text_reply, scripted_call,
+from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, run_loop, text_reply, scripted_call,
                          tool_reply)
+from harness_lib.ui.step import ask_model
 from harness_lib.models.net import closed_port_url
 from harness_lib.safety.runner import list_py_command
-from harness_lib.safety.watch import disk_snapshot, watch_processes
+from harness_lib.safety.side_effects import disk_snapshot, watch_processes
 
 ASK = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
 KEY = "sk-step-test-" + "0123456789abcdef" * 2

@@ -7,7 +7,7 @@ import json
 
 import openai
 
-from .errors import _NOT_JSON, EndpointError, _snippet, classify, from_sdk
+from .errors import bad_reply, classify, from_sdk
 from .net import CALL_DEADLINE
 
 __all__ = ["CALL_DEADLINE", "MAX_TOKENS", "RETRY_POLICY", "call_model"]
@@ -34,12 +34,8 @@ def call_model(client, **kwargs):
     if kwargs.get("stream"):  # 流式回复：块还没到，交给 collect_stream 去拼、去检查
         return response
     if isinstance(response, str):  # Content-Type 不是 JSON 时，SDK 直接把文字交回来
-        raise EndpointError("bad_response", _NOT_JSON.format(snippet=_snippet(response, key)))
+        raise bad_reply("bad_response", response, key)
     choices = getattr(response, "choices", None)
     if not choices or getattr(choices[0], "message", None) is None:
-        raise EndpointError("no_choices", (
-            "回复里没有候选回答（HTTP 200，但 choices 为空）：服务器收下了请求，却没有给出任何内容。"
-            "常见原因：内容被服务商的安全过滤拦下、兼容接口不完整，或者把错误写在了正常回复里。"
-            "可以重试一次，或换个说法；反复出现就检查服务商的说明。"
-            f"回复内容：{_snippet(json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False), key)}"))
+        raise bad_reply("no_choices", json.dumps(response.model_dump(exclude_none=True), ensure_ascii=False), key)
     return response

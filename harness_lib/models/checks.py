@@ -2,7 +2,7 @@
 所以学习者交出不成对的工具调用、缺字段的消息时，看到的是和真实服务商一样的 HTTP 400。
 `check_request(...)` 返回规整成字典的 `messages`，不合规时抛出 SDK 自己构造的 `openai.BadRequestError`；
 `pairing_error(...)` 是唯一的配对检查，各家的措辞是数据（OpenAI 的和阿里云百炼的）；
-`as_dict(item)` 是唯一把 SDK 的 pydantic 对象转成字典的地方。
+消息转成字典用 `messages.as_dict`。
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 import openai
 
+from .messages import as_dict
 from .wire import Rejected, api_error
 
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -36,15 +37,6 @@ DASHSCOPE_PAIRING = {
     "unanswered": 'An assistant message with "tool_calls" must be followed by tool messages responding to each '
                   '"tool_call_id". The following tool_call_ids did not have response messages: message[{i}].role',
 }
-
-
-def as_dict(item: Any) -> Any:
-    """SDK 的 pydantic 对象用 `model_dump(exclude_none=True)` 转成字典；字典原样返回；别的留给调用者报错。"""
-    if type(item) is dict:
-        return item
-    if hasattr(item, "model_dump"):
-        return item.model_dump(exclude_none=True)
-    return dict(item) if hasattr(item, "keys") else item
 
 
 def is_given(value: Any) -> bool:

@@ -86,6 +86,9 @@ class ErrorRule(NamedTuple):
 _NOT_JSON = ("返回的不是 JSON（HTTP 200）：服务器回了一个网页或别的文字，而不是模型的回复。"
              "常见原因：base_url 指向了网页、登录页或代理的提示页，而不是 API 地址（通常以 /v1 结尾）；"
              "也可能是网络要求先登录。回复开头：{snippet}")
+_NO_CHOICES = ("回复里没有候选回答（HTTP 200，但 choices 为空）：服务器收下了请求，却没有给出任何内容。"
+               "常见原因：内容被服务商的安全过滤拦下、兼容接口不完整，或者把错误写在了正常回复里。"
+               "可以重试一次，或换个说法；反复出现就检查服务商的说明。回复内容：{snippet}")
 _OTHER_STATUS = "服务器返回了错误（HTTP {status}）。"
 
 ERROR_TABLE = [
@@ -223,6 +226,13 @@ def _first_line(text, limit: int = 200) -> str:
 def _snippet(text, key, limit=80):
     """回复内容的开头一小段，压成一行并打码。"""
     return redact(shorten(one_line(text), limit), key)
+
+
+def bad_reply(kind: str, reply, key=None) -> EndpointError:
+    """SDK 没报错、回复却用不了时的 `EndpointError`：`kind` 是 `bad_response`（回来的是文字，不是 JSON）
+    或 `no_choices`（JSON 里没有候选回答）；说明里带着打了码的回复开头。"""
+    head = {"bad_response": _NOT_JSON, "no_choices": _NO_CHOICES}[kind]
+    return EndpointError(kind, head.format(snippet=_snippet(reply, key)))
 
 
 def _host_of(exc) -> str:

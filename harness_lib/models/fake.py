@@ -16,9 +16,10 @@ import httpx2
 import openai
 
 from ..safety.trust import trust_client
-from .checks import as_dict, bad, check_request, is_given, wrong_type
+from .checks import bad, check_request, is_given, wrong_type
+from .messages import as_dict, text_of
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
-from .script import default_reply, scripted_call, text_of, text_reply, tool_reply
+from .script import default_reply, scripted_call, text_reply, tool_reply
 from .wire import (OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, json_response, route,
                    sse_response, stream_chunks)
 

@@ -14,7 +14,7 @@ import httpx2
 
 from .checks import DASHSCOPE_PAIRING, pairing_error
 from .fake import FakeClient, FakeHandler, FakeModel
-from .script import text_of
+from .messages import text_of
 from .server import LocalServer, serve
 from .wire import Rejected, json_response, route, sse_response, stream_chunks, with_body
 

@@ -1,6 +1,6 @@
 """假模型的默认策略，以及写脚本用的 `text_reply`、`scripted_call`、`tool_reply`。
 默认策略不是真的模型：只认几类固定请求（原文的“列出当前目录中的 Python 文件”、当前目录、日期、
-行数、打招呼），拿到工具结果后照着输出写一句中文小结。`text_of` 取出消息内容里的文字，本项目只有这一处。
+行数、打招呼），拿到工具结果后照着输出写一句中文小结。
 “走别的路”的模型名（`OTHER_PATH_MODELS`）让笔记本在测试里也要面对“模型没照剧本走”。
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from ..safety.runner import list_py_command
 from ..text import shorten
+from .messages import text_of
 
 TALK_ONLY, OTHER_COMMANDS = "fake-talk-only", "fake-other-commands"
 OTHER_PATH_MODELS = {  # 模型名 → 一句说明（本地端点按模型名选规则）
@@ -40,16 +41,6 @@ def tool_reply(*calls: dict, content: str | None = None) -> dict:
     if not calls:
         raise ValueError("tool_reply() 至少需要一个 scripted_call(...)")
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
-
-
-def text_of(content: Any) -> str:
-    """消息内容可能是字符串，也可能是内容片段的列表；统一取出文字。"""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, (list, tuple)):
-        return "".join(str(p.get("text", "")) if isinstance(p, dict) else p for p in content
-                       if isinstance(p, (dict, str)))
-    return str(content)
 
 
 def _commands() -> dict[str, str]:

@@ -16,7 +16,7 @@ import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
-from .checks import as_dict
+from .messages import as_dict
 from .call import call_model
 from .errors import EndpointError, classify, explain_error
 

@@ -12,7 +12,8 @@ import pydantic
 from ..models.errors import EndpointError, classify, explain_error
 from ..models.streaming import accumulate
 from ..safety.runner import BASH_TOOL
-from .step import calls_of, clip
+from ..models.messages import calls_of
+from .step import clip
 
 LIST_PY = "列出当前目录中的 Python 文件"
 GREETING = "你好！请用一句话介绍你自己。"

@@ -11,11 +11,10 @@ from typing import Any, Callable
 
 import openai
 
-from ..models.checks import as_dict
 from ..models.call import MAX_TOKENS, call_model
 from ..models.errors import EndpointError, from_sdk
 from ..models.fake import FakeClient
-from ..models.script import text_of
+from ..models.messages import as_dict, calls_of, text_of
 from ..safety.secrets import redact
 from ..text import one_line, shorten
 
@@ -27,17 +26,6 @@ WANTS = {None: "任何一种回复", "text": "一段文字回答（不请求工�
 def clip(text: Any, limit: int = 80) -> str:
     """压成一行，长于 `limit` 个字符时截断，末尾加 …。"""
     return shorten(one_line(text), limit)
-
-
-def calls_of(message: Any) -> list[tuple[str, str, str]]:
-    """一条消息（dict 或 SDK 对象）里的工具调用，每个是 (id, name, arguments 的原文)。"""
-    out = []
-    for call in map(as_dict, as_dict(message).get("tool_calls") or []):
-        function = as_dict(call.get("function") or {})
-        args = function.get("arguments", "")
-        out.append((str(call.get("id") or ""), str(function.get("name") or "?"),
-                    args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)))
-    return out
 
 
 def _bash_command(name: str, args: str) -> str | None:

@@ -13,11 +13,9 @@ import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
-from ..models.checks import as_dict
 from ..models.calls import calls_since, last_call_seq
-from ..models.script import text_of
+from ..models.messages import as_dict, calls_of, pair_positions, text_of
 from ..text import shorten
-from .step import calls_of
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
 # pandas 的表（汇总表、自查表）在 JupyterLab 里的样子：表头和内容靠左，按内容分宽度（JupyterLab 默认靠右、
@@ -88,16 +86,10 @@ class _Pairing:
 
     def __init__(self, rows: list[dict]):
         self.calls = [calls_of(r) for r in rows]
-        self.call_pos, self.answer_pos, self.color = {}, {}, {}  # id → 提出它的行、回应它的各行、颜色序号
-        for pos, row in enumerate(rows):
-            ids = [cid for cid, _, _ in self.calls[pos]]
-            for cid in ids:
-                self.call_pos.setdefault(cid, pos)
-            if row.get("role") == "tool":
-                ids.append(str(row.get("tool_call_id") or ""))
-                self.answer_pos.setdefault(ids[-1], []).append(pos)
-            for cid in ids:
-                self.color.setdefault(cid, len(self.color))
+        self.call_pos, self.answer_pos = pair_positions(rows)  # id → 提出它的行、回应它的各行
+        first_seen = sorted({**self.call_pos, **{c: ps[0] for c, ps in self.answer_pos.items()
+                                                 if c not in self.call_pos}}.items(), key=lambda kv: kv[1])
+        self.color = {cid: n for n, (cid, _) in enumerate(first_seen)}  # 颜色序号：按第一次出现的先后
 
     def waiting(self) -> list[str]:  # 表头上方：还在等回应的调用（一轮中间本来就这样）
         return self._lines([(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos],
