@@ -77,14 +77,18 @@ def hidden_lines(notebooks: tuple) -> frozenset:
     评分时每本反馈都要用它：同一组教师版笔记本只读一次。"""
     found = set()
     for path in notebooks:
+        hidden, outside = set(), []
         for cell in nbformat.read(path, as_version=4).cells:
-            inside, outside, hidden = False, [], []
+            inside = False
             for line in cell.source.splitlines():
                 if "BEGIN HIDDEN TESTS" in line or "END HIDDEN TESTS" in line:
                     inside = "BEGIN" in line
-                elif len(line.strip()) >= 12:
-                    (hidden if inside else outside).append(line.strip())
-            found.update(set(hidden) - set(outside))
+                elif inside and len(line.strip()) >= 12:
+                    hidden.add(line.strip())
+                elif not inside:
+                    outside.append(line)
+        # 折行后的隐藏测试常有一截和看得见的代码一样（如 `assert count_roles(`）：那一截不是秘密
+        found.update(h for h in hidden if not any(h in line for line in outside))
     return frozenset(found)
 
 

@@ -253,8 +253,8 @@ CARELESS = {
     ),
 }
 FAILED_CELL = "00-ex2-tests"
-FAILED_MESSAGE = "content 为 None 或空的助手消息要跳过"
-FAILED_LINE = 'assert last_reply(transcript) == "第一次回答", "content 为 None 或空的助手消息要跳过"'
+FAILED_MESSAGE = "None 或空的助手消息要跳过"
+FAILED_LINE = 'assert last_reply(transcript) == "第一次回答", "None 或空的助手消息要跳过"'
 
 
 @pytest.fixture(scope="module")
