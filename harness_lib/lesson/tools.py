@@ -3,7 +3,7 @@
 
 每个名字由哪本笔记本定义：
 
-- `ToolRegistry`、`Workspace`、`MAX_READ_CHARS`、`MAX_GLOB_RESULTS`、`string_arg`、`make_file_tools`：06_five_tools《06 预告：同一个循环，五个工具（原文开头的下篇预告）》。
+- `ToolRegistry`、`Workspace`、`MAX_READ_CHARS`、`MAX_GLOB_RESULTS`、`string_arg`、`add_bash`、`add_read_write`、`add_edit_file`、`add_glob`、`make_file_tools`：06_five_tools《06 预告：同一个循环，五个工具（原文开头的下篇预告）》。
 
 每段代码前的 `# %%` 注释写明它来自哪本笔记本的哪一格（格子的 id）。
 第一行写明了：本文件由 `make lesson` 从这些格子生成，要改就改笔记本里的格子，再重新生成。
@@ -113,11 +113,8 @@ def string_arg(args, key, *, allow_empty=False):
     return value
 
 
-def make_file_tools(root):
-    """在 root 这个工作区上登记五个工具，返回注册表。"""
-    workspace = Workspace(root)
-    registry = ToolRegistry()
-
+def add_bash(registry, workspace):
+    """登记 bash：在工作区目录里执行命令。"""
     @registry.register(
         "bash",
         "在工作区目录里执行一条 shell 命令，返回合并后的标准输出和标准错误。",
@@ -139,6 +136,10 @@ def make_file_tools(root):
             raise ToolFailed(result.text)
         return result.text
 
+
+# %% notebooks/06_five_tools.ipynb id=06five-039b
+def add_read_write(registry, workspace):
+    """登记 read_file 和 write_file；read_file 是只读的。"""
     @registry.register(
         "read_file",
         "读取工作区里的一个文本文件，返回全文。",
@@ -186,6 +187,13 @@ def make_file_tools(root):
         target.write_bytes(content.encode("utf-8"))
         return f"已写入 {workspace.relative(target)}：{len(content)} 个字符"
 
+    # 只读：审批（10）按这个标记放行，不看名字
+    read_file.read_only = True
+
+
+# %% notebooks/06_five_tools.ipynb id=06five-039c
+def add_edit_file(registry, workspace):
+    """登记 edit_file：把恰好出现一次的原文换掉。"""
     @registry.register(
         "edit_file",
         "在工作区里的一个文件中，把 old_string 换成 new_string。"
@@ -229,6 +237,10 @@ def make_file_tools(root):
             (text[:first] + new + text[first + len(old):]).encode("utf-8"))
         return f"已修改 {workspace.relative(target)}：替换了 1 处"
 
+
+# %% notebooks/06_five_tools.ipynb id=06five-039d
+def add_glob(registry, workspace):
+    """登记 glob：按通配符列出工作区里的文件；它是只读的。"""
     @registry.register(
         "glob",
         "按通配符模式列出工作区里的文件和目录，例如 `*.py`、`**/*.txt`；"
@@ -272,6 +284,12 @@ def make_file_tools(root):
                 f"[另有 {outside} 条结果经符号链接指向工作区外，已略去]")
         return "\n".join(lines)
 
-    # 只读：审批（10）按这个标记放行，不看名字
-    read_file.read_only = glob.read_only = True
+    glob.read_only = True
+
+
+def make_file_tools(root):
+    """在 root 这个工作区上登记五个工具，返回注册表。"""
+    workspace, registry = Workspace(root), ToolRegistry()
+    for add in (add_bash, add_read_write, add_edit_file, add_glob):
+        add(registry, workspace)
     return registry
