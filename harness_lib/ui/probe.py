@@ -10,9 +10,9 @@ import pandas as pd
 import pydantic
 
 from ..models.errors import EndpointError, classify, explain_error
+from ..models.messages import calls_of
 from ..models.streaming import accumulate
 from ..safety.runner import BASH_TOOL
-from ..models.messages import calls_of
 from .step import clip
 
 LIST_PY = "列出当前目录中的 Python 文件"

@@ -87,9 +87,10 @@ class _Pairing:
     def __init__(self, rows: list[dict]):
         self.calls = [calls_of(r) for r in rows]
         self.call_pos, self.answer_pos = pair_positions(rows)  # id → 提出它的行、回应它的各行
-        first_seen = sorted({**self.call_pos, **{c: ps[0] for c, ps in self.answer_pos.items()
-                                                 if c not in self.call_pos}}.items(), key=lambda kv: kv[1])
-        self.color = {cid: n for n, (cid, _) in enumerate(first_seen)}  # 颜色序号：按第一次出现的先后
+        first = dict(self.call_pos)  # 每个 id 第一次出现的行：提出它的，或更早的回应
+        for cid, answers in self.answer_pos.items():
+            first[cid] = min(first.get(cid, answers[0]), answers[0])
+        self.color = {cid: n for n, cid in enumerate(sorted(first, key=first.get))}  # 颜色序号
 
     def waiting(self) -> list[str]:  # 表头上方：还在等回应的调用（一轮中间本来就这样）
         return self._lines([(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos],
