@@ -26,7 +26,7 @@ _PUBLIC = {
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
     "check_request": "models.checks",
-    "api_error": "models.wire",
+    **dict.fromkeys(["api_error", "api_timeout"], "models.wire"),
     **dict.fromkeys(["start_server", "start_tls_server"], "models.server"),
     **dict.fromkeys(["MAX_TOKENS", "CALL_DEADLINE", "RETRY_POLICY", "call_model"], "models.call"),
     **dict.fromkeys(["EndpointError", "ERROR_TABLE", "classify", "explain_error", "from_sdk"], "models.errors"),

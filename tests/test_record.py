@@ -9,7 +9,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from harness_lib import FakeClient, agent_loop, model_switch, start_server, text_reply, scripted_call, tool_reply
 from harness_lib.safety.runner import BASH_TOOL
 from harness_lib.models.errors import EndpointError, explain_error
-from harness_lib.models.fake import api_error
+from harness_lib.models.wire import api_error, api_timeout
 from harness_lib.models.record import (
     Recorder,
     ReplayClient,
@@ -277,16 +277,12 @@ def test_a_call_the_sdk_retried_is_recorded_once_and_replays_offline(workspace, 
     assert replayed == plain
 
 
-def _timeout():
-    return openai.APITimeoutError(request=None)  # 假模型遇到它时让传输层超时，由 SDK 自己重试
-
-
 _ONCE = {
     "429": lambda: api_error(429, "Rate limit reached.", type="requests", code="rate_limit_exceeded",
                              headers={"retry-after-ms": "10"}),
     "500": lambda: api_error(500, "The server had an error while processing your request.", type="server_error",
                              headers={"retry-after-ms": "10"}),
-    "timeout": _timeout,
+    "timeout": api_timeout,  # 假模型遇到它时让传输层超时，由 SDK 自己重试
 }
 
 

@@ -152,6 +152,7 @@ class OfflineClient(RecordsCalls, openai.OpenAI):
             if handler is None:
                 raise TypeError("OfflineClient 需要一个处理函数 handler(request) -> response")
             http = OfflineHTTP(handler)
+        self.offline_http = http  # 自己记下线路：SDK 没有公开取出它的 httpx 客户端的办法
         options.pop("base_url", None)
         options.setdefault("max_retries", 0)
         super().__init__(api_key=options.pop("api_key", None) or OFFLINE_KEY, base_url=OFFLINE_BASE_URL,
@@ -159,7 +160,7 @@ class OfflineClient(RecordsCalls, openai.OpenAI):
 
     @property
     def handler(self) -> Handler:
-        return self._client.handler
+        return self.offline_http.handler
 
 
 def api_error(status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
@@ -174,3 +175,19 @@ def api_error(status: int, message: str, *, type: str = "invalid_request_error",
     finally:
         client.close()
     raise ValueError(f"状态码 {status} 不是错误（SDK 没有抛出异常）")
+
+
+def api_timeout() -> openai.APITimeoutError:
+    """返回（不抛出）SDK 自己在一次读超时后构造的异常，带着那次真实的请求；放进脚本里，轮到它时
+    假模型让传输层超时，由 SDK 自己报告（或重试）。"""
+    def too_slow(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ReadTimeout("读超时", request=request)
+
+    client = OfflineClient(too_slow)
+    try:
+        client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "?"}])
+    except openai.APITimeoutError as exc:
+        return exc
+    finally:
+        client.close()
+    raise ValueError("SDK 没有把读超时报告成 APITimeoutError")
