@@ -1,24 +1,41 @@
-# 两条命令：make lab（打开 JupyterLab）与 make test（跑全部测试）。
+# 两条命令：make lab（打开 JupyterLab）与 make test（跑全部测试），都装锁文件里的确切版本。
 # Windows 没有 make，README 里有同样步骤的普通命令写法。
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-comma  := ,
 # 以 root 运行时 JupyterLab 需要 --allow-root
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-real test-browser site bench lesson release autograde clean
+.PHONY: lab test test-real test-browser test-latest test-oldest lock site bench lesson release autograde clean
 
-# 每组 extras 一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……
-# venv 缺失或解释器坏掉就重建；pyproject.toml 比标记新就重装。
-$(VENV)/.installed-%: pyproject.toml
+# 装的是锁文件 requirements/<组>.txt 里的确切版本（带哈希，make lock 生成），CI 测的就是这些版本。
+# 每组一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……；组名里的 - 分开 extras。
+# venv 缺失或解释器坏掉就重建；锁文件或 pyproject.toml 比标记新就重装。
+PIP := $(PY) -m pip --disable-pip-version-check
+$(VENV)/.installed-%: requirements/%.txt requirements/tools.txt pyproject.toml
 	@if ! $(PY) -c "import sys; assert sys.version_info >= (3, 10)" >/dev/null 2>&1; then \
 		echo "创建虚拟环境 $(VENV) ..."; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); fi
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(subst -,$(comma),$*)]"
+	$(PIP) install --quiet --require-hashes -r requirements/tools.txt
+	$(PIP) install --quiet --require-hashes -r requirements/$*.txt
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
+
+# make lock：按 pyproject.toml 的范围取今天（LOCK_DATE）之前发布的最新版本，重写 requirements/ 下的锁文件。
+# 先锁全部 extras（all.txt），各组再以它为约束，所以同一个包在各组里版本相同。
+# 锁覆盖 Python 3.10 以上和各个平台（--universal）；CI 测的是 Python 3.11、Linux。
+LOCKS     := dev dev-teach dev-real dev-browser dev-teach-site
+LOCK_DATE ?= $(shell date -u +%Y-%m-%d)
+COMPILE   := $(VENV)/bin/uv pip compile --quiet --upgrade --universal --python-version 3.10 \
+             --generate-hashes --exclude-newer $(LOCK_DATE)
+lock: $(VENV)/.installed-dev
+	$(COMPILE) requirements/tools.in -o requirements/tools.txt
+	$(COMPILE) pyproject.toml --all-extras -o requirements/all.txt
+	@for set in $(LOCKS); do \
+		echo "requirements/$$set.txt"; \
+		$(COMPILE) pyproject.toml $$(echo "$$set" | tr '-' '\n' | sed 's/^/--extra /') \
+			-c requirements/all.txt -o requirements/$$set.txt || exit 1; done
 
 lab: $(VENV)/.installed-dev
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_setup.ipynb
@@ -58,5 +75,11 @@ autograde: $(VENV)/.installed-dev-teach
 	@scripts/apt-install.sh bwrap=bubblewrap
 	$(PY) -m coursework.course autograde $(SUBMISSIONS) --out grades
 
+# 漂移检查：另建一个 venv，装 pyproject.toml 的范围允许的最新版本（test-latest）或最低版本（test-oldest），
+# 跑和 make test 同样的测试，最后报告哪些包和锁文件不同、哪些测试失败。见 docs/maintaining.md
+test-latest test-oldest: test-%: $(VENV)/.installed-dev-teach
+	@scripts/apt-install.sh bwrap=bubblewrap
+	$(PY) scripts/drift.py $*
+
 clean:
-	rm -rf $(VENV) .pytest_cache _build
+	rm -rf $(VENV) $(VENV)-latest $(VENV)-oldest .pytest_cache _build

@@ -29,14 +29,14 @@ class _Recorder:
     """包在客户端外面，记下循环发出的每一个请求（messages 列表复制一份）。"""
 
     def __init__(self, client):
-        self._client = client
+        self.inner = client
         self.requests: list[dict] = []
         self.chat = self
         self.completions = self
 
     def create(self, **request):
         self.requests.append({**request, "messages": list(request["messages"])})
-        return self._client.chat.completions.create(**request)
+        return self.inner.chat.completions.create(**request)
 
 
 @contextlib.contextmanager

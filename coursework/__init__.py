@@ -9,7 +9,8 @@ from harness_lib.series import notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"  # 教师版笔记本：带参考答案和隐藏测试
-NEEDS_NBGRADER = '课程作业需要 nbgrader：.venv/bin/python -m pip install -e ".[teach]"'  # 没装 teach 时的说明
+# 没装 teach 时的说明：make release / make autograde 会自己装上锁定的版本
+NEEDS_NBGRADER = "课程作业需要 nbgrader：.venv/bin/python -m pip install -r requirements/dev-teach.txt"
 
 
 def instructor_notebooks() -> list[Path]:

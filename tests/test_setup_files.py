@@ -1,4 +1,4 @@
-"""安装：environment.yml 与 pyproject 同步，Binder 的 postBuild、make test 的步骤，以及装进全新 venv 的 wheel。"""
+"""安装：锁文件与 pyproject 的范围同步，environment.yml 和 Binder 的 postBuild 装锁文件，make test 的步骤，以及装进全新 venv 的 wheel。"""
 
 import re
 import sys
@@ -19,31 +19,86 @@ def _pyproject():
 def _env_pip_list():
     """读出 environment.yml 里 `- pip:` 下面的条目（不依赖 PyYAML）。"""
     lines = (ROOT / "environment.yml").read_text(encoding="utf-8").splitlines()
-    items, inside, indent = [], False, None
+    items, inside = [], False
     for line in lines:
         if re.match(r"^\s*-\s*pip:\s*$", line):
-            inside, indent = True, None
+            inside = True
             continue
-        if inside:
-            m = re.match(r"^(\s*)-\s+(.+?)\s*$", line)
-            if not m or (indent is not None and len(m.group(1)) != indent):
-                if line.strip() and not line.strip().startswith("#"):
-                    break
-                continue
-            indent = len(m.group(1))
-            item = m.group(2)
-            if len(item) > 1 and item[0] == item[-1] and item[0] in "'\"":
-                item = item[1:-1]  # 去掉整条外面的引号，不动条目内部的引号
-            items.append(item)
+        m = re.match(r"^\s*-\s+(.+?)\s*$", line)
+        if inside and m:
+            items.append(m.group(1))
     return items
 
 
-def test_environment_yml_matches_pyproject():
+LOCKS = ROOT / "requirements"
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
+
+
+def _lock_sets():
+    """Makefile 的 LOCKS 里列的各组（make lab / test / test-real / test-browser / site 装的那些）。"""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return re.search(r"^LOCKS\s*:=\s*(.+)$", text, re.M).group(1).split()
+
+
+def _pins(name):
+    """锁文件里的 `(包, 版本, 标记)`，以及每个包下面有几行哈希。"""
+    pins, hashes, current = [], {}, None
+    for line in (LOCKS / f"{name}.txt").read_text(encoding="utf-8").splitlines():
+        m = PIN.match(line)
+        if m:
+            current = (m.group(1).lower().replace("_", "-"), m.group(2), m.group(3) or "")
+            pins.append(current)
+            hashes[current] = 0
+        elif line.strip().startswith("--hash=sha256:") and current:
+            hashes[current] += 1
+    return pins, hashes
+
+
+def test_environment_yml_installs_the_lock():
+    # conda 和 Binder 装的就是 make lab 装的那一份锁文件；本项目由 postBuild 不带依赖地装上
+    assert _env_pip_list() == ["-r requirements/dev.txt"]
+    assert "--no-deps" in (ROOT / "postBuild").read_text(encoding="utf-8")
+
+
+def test_every_lock_is_made_by_uv_with_hashes_on_one_recorded_date():
+    dates = set()
+    for name in ["all", "tools", *_lock_sets()]:
+        header = (LOCKS / f"{name}.txt").read_text(encoding="utf-8").splitlines()[1]
+        assert "uv pip compile" in header and "--generate-hashes" in header, f"{name}.txt 不是 make lock 生成的"
+        dates.add(re.search(r"--exclude-newer (\d{4}-\d{2}-\d{2})", header).group(1))
+        pins, hashes = _pins(name)
+        assert pins and all(hashes[pin] >= 1 for pin in pins), f"{name}.txt 里有没带哈希的版本"
+    assert len(dates) == 1, f"锁文件应当在同一天一起生成（make lock），现在是 {sorted(dates)}"
+
+
+def test_every_lock_pins_each_range_of_pyproject_inside_that_range():
+    """pyproject.toml 改了范围却忘了 make lock：锁文件里缺了这个包，或者版本落在范围外面。"""
+    from packaging.requirements import Requirement
+
     project = _pyproject()["project"]
-    expected = list(project["dependencies"]) + list(project["optional-dependencies"]["dev"])
-    assert _env_pip_list() == expected, (
-        "environment.yml 的 pip 列表与 pyproject.toml 的 dependencies + dev 不一致"
-    )
+    for name in _lock_sets():
+        wanted = list(project["dependencies"])
+        for extra in name.split("-"):
+            wanted += project["optional-dependencies"][extra]
+        pinned = {}
+        for package, version, _marker in _pins(name)[0]:
+            pinned.setdefault(package, []).append(version)
+        for line in wanted:
+            req = Requirement(line)
+            versions = pinned.get(req.name.lower().replace("_", "-"))
+            assert versions, f"requirements/{name}.txt 里没有 {req.name}：先 make lock"
+            outside = [v for v in versions if v not in req.specifier]
+            assert not outside, f"requirements/{name}.txt 的 {req.name} {outside} 不在 {req.specifier} 里：先 make lock"
+
+
+def test_a_package_has_the_same_version_in_every_lock():
+    # 各组以 all.txt 为约束：先装 dev-teach 再装 dev-real，同一个 venv 里的包不会被换掉
+    seen = {}
+    for name in ["all", *_lock_sets()]:
+        for package, version, marker in _pins(name)[0]:
+            first = seen.setdefault((package, marker), (version, name))
+            assert first[0] == version, (
+                f"{package}（{marker or '所有环境'}）：{first[1]}.txt 是 {first[0]}，{name}.txt 是 {version}")
 
 
 def test_runtime_dependencies_are_the_named_packages():
@@ -91,7 +146,7 @@ def test_make_test_builds_its_own_venv_and_runs_the_offline_tests(tmp_path):
     done = subprocess.run(["make", "-n", "test", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     plan = done.stdout
-    assert plan.index("-m venv") < plan.index("pip install") < plan.index("-m pytest")
+    assert plan.index("-m venv") < plan.index("--require-hashes -r requirements/dev-teach.txt") < plan.index("-m pytest")
     assert '-m "not browser and not real"' in plan
 
 
