@@ -477,7 +477,7 @@ def test_verdict():
 
 def test_allowlist_allows_read_only_commands():
     for command in ["ls -la", "ls *.py", "cat README.md | wc -l", "ls | grep py | wc -l", "grep -rn greet .",
-                    "find . -name '*.py'", "date +%s", "date -u", "whoami", "cat /dev/zero", "tail -f app.py",
+                    "find . -name '*.py'", "date +%s", "date -u", "whoami", "tail -f app.py",
                     "echo 'a; rm -rf x'", 'echo "a|b"', "grep '#include' a.c", "l\\s", '"ls" -la']:
         verdict = check_allowlist(command, windows=False)
         assert verdict.allowed, (command, verdict.reason)
@@ -522,6 +522,12 @@ def test_allowlist_denies_other_processes_secrets_and_credentials():
 
 def test_allowlist_on_windows_is_stricter():
     assert check_allowlist("dir /b *.py", windows=True).allowed
+    assert check_allowlist("type app.py", windows=True).allowed
+    # 工作目录外面的读先问人：盘符、绝对路径、..、~
+    for command in ["type C:\\Users\\me\\notes.txt", "type ..\\other\\.env.local", "dir \\", "dir D:",
+                    "findstr token ~\\x.txt", "type data/../../x.txt"]:
+        verdict = check_allowlist(command, windows=True)
+        assert not verdict.allowed and "工作目录外面" in verdict.reason, command
     for command in ["dir & calc", 'type "a & calc"', "dir | more", "echo %PATH%", "del app.py", "ls"]:
         assert not check_allowlist(command, windows=True).allowed, command
     assert not check_allowlist(["ls"]).allowed

@@ -150,7 +150,7 @@ def hostile_calls(holder_pid: int) -> list[tuple]:
         ("链接与权限", bash, "sudo rm app.py", ALLOWLIST, None),
         # 永远不结束
         ("不结束", bash, "tail -f README.md", BOUNDED, BOUNDED),
-        ("不结束", bash, "cat /dev/zero", BOUNDED, BOUNDED),
+        ("不结束", bash, "cat /dev/zero", ALLOWLIST, BOUNDED),  # 工作目录外面：先问人
         ("不结束", bash, "yes", ALLOWLIST, BOUNDED),
         ("不结束", bash, "sleep 100", ALLOWLIST, BOUNDED),
         # 改文件的工具

@@ -136,6 +136,9 @@ def add_bash(registry, workspace):
             raise ToolFailed(result.text)
         return result.text
 
+    # 命令在哪个目录里执行：审批（10）的白名单只放行读这里面的命令
+    bash.cwd = workspace.root
+
 
 # %% notebooks/06_five_tools.ipynb id=06five-039b
 def add_read_write(registry, workspace):

@@ -21,6 +21,12 @@ PROMPT = "y 批准 / n 原因 拒绝 / a 以后都允许同样的调用："
 MAX_TRIES = 3  # 答复看不懂时最多问几次
 
 
+def working_dir(handler):
+    """处理函数在哪个目录里执行命令（`handler.cwd`，06 的 bash 这样标）；没标时是当前目录。
+    白名单按它判断命令读的路径在不在工作目录里。"""
+    return getattr(handler, "cwd", None)
+
+
 def read_only(handler) -> bool:
     """处理函数自己声明只读（`handler.read_only = True`，06 的 `read_file`、`glob` 这样标）：不审批，原样保留。
     看的是处理函数的标记，不是工具名：另一个叫 `read_file` 的处理函数照样要审批。"""
@@ -67,10 +73,10 @@ def describe(tool: str, args) -> str:
     return f"{tool}：参数是 {_quote(_canonical(args), 200)}"
 
 
-def _read_only(tool: str, args) -> Verdict:
-    """不问人时的判断：只有白名单放行的 bash 命令算只读。"""
+def _read_only(tool: str, args, cwd=None) -> Verdict:
+    """不问人时的判断：只有白名单放行的 bash 命令算只读（它读的路径都在工作目录 `cwd` 里）。"""
     if tool == "bash" and _strings(args, "command"):
-        return check_allowlist(args["command"])
+        return check_allowlist(args["command"], cwd=cwd)
     if tool in ("write_file", "edit_file"):
         return Verdict(False, f"{tool} 会改动文件，不在只读白名单里", "白名单")
     return Verdict(False, f"工具 {tool!r} 的这次调用不在只读白名单里（bash 要有字符串参数 command）", "白名单")
@@ -134,15 +140,16 @@ def _resolve(policy):
         return Verdict(False, f"{exc}为安全起见，不执行这次调用", "策略")
 
 
-def _judge(tool, args, policy, ask, source, memory: dict | None) -> Verdict:
-    """按策略决定一次调用能不能执行；`memory` 是一张 `Guarded` 记住的“以后都允许”，没有时是 None。"""
+def _judge(tool, args, policy, ask, source, memory: dict | None, cwd=None) -> Verdict:
+    """按策略决定一次调用能不能执行；`memory` 是一张 `Guarded` 记住的“以后都允许”，没有时是 None；
+    `cwd` 是处理函数执行命令的目录。"""
     if isinstance(policy, Verdict):
         return policy
     if policy == "allow":
         return Verdict(True, "策略 allow：一律放行", "策略")
     if policy == "deny":
         return Verdict(False, "策略 deny：不执行任何会运行程序或改动文件的调用", "策略")
-    key, text, read_only = (tool, _canonical(args)), describe(tool, args), _read_only(tool, args)
+    key, text, read_only = (tool, _canonical(args)), describe(tool, args), _read_only(tool, args, cwd)
     if memory is not None and key in memory:
         return Verdict(True, "这张分发表记住了：同样的调用以后都允许", "记忆")
     if policy == "allowlist":
@@ -188,7 +195,8 @@ class Guarded(Mapping):
 
     def _wrap(self, tool, handler):
         def guarded(args):
-            verdict = _judge(tool, args, self._policy, self._ask, self._source, self._memory)
+            verdict = _judge(tool, args, self._policy, self._ask, self._source, self._memory,
+                             working_dir(handler))
             if verdict:
                 return handler(args)
             if self._denied is not None:  # 拒绝是数据：抛出调用方给的异常（循环给的是 ToolDenied，执行授权失败）
