@@ -39,7 +39,8 @@ URL = "https://api.example.com/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "你好"}]
 KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "certificate", "connection",
          "bad_response", "no_choices", "stream_cut", "bad_request", "other",
-         "balance", "content_filter", "context_length", "request_shape", "stream_error"}  # EndpointError 文档里列的类别
+         "balance", "content_filter", "context_length", "request_shape", "stream_error",
+         "no_chat_tools"}  # EndpointError 文档里列的类别
 
 # 服务商的原话（出处见 harness_lib.models.quirks.QUIRKS 和各行的注释）
 BALANCE = (402, "Insufficient Balance", "invalid_request_error")
@@ -53,6 +54,9 @@ THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of t
 # OpenAI 的 GPT-5.6、GPT-6 系列带工具而没写 reasoning_effort="none"（litellm#34569 的原话）
 TOOLS_REASONING = (400, "Function tools with reasoning_effort are not supported for gpt-6-luna in /v1/chat/completions. "
                         "To use function tools, use /v1/responses or set reasoning_effort to 'none'.", None)
+# gpt-6.1-sol：带工具就回 400，只给 /v1/responses 这一条路（frigate 讨论 #24555 转述，2026-11）
+TOOLS_RESPONSES_ONLY = (400, "Function tools with reasoning_effort are not supported for gpt-6.1-sol in "
+                             "/v1/chat/completions. Please use /v1/responses instead.", None)
 # vLLM 启动时没开工具调用（vllm#9986 的原话）；智谱只收 tool_choice="auto"（hindsight#4246 的原话）
 # gpt-6-astra 不收 reasoning_effort="none"（inspect_ai#5254、genkit#6303 转述的原话，2026-09）
 NO_NONE = (400, "Unsupported value: 'reasoning_effort' does not support 'none' with this model. Supported values are: "
@@ -65,7 +69,8 @@ REASONING = (400, "The reasoning_content in the thinking mode must be passed bac
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, NO_NONE, NO_THINKING_PARAM,
+PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, TOOLS_RESPONSES_ONLY, NO_NONE,
+                  NO_THINKING_PARAM,
                   THINKING_ONLY, THINKING, REASONING,
                   TOOL_PAIR, VLLM_TOOLS, ZHIPU_CHOICE, NO_CONTENT]
 
@@ -242,6 +247,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 上下文太长", "context_length", _over_mock(_status(*CONTEXT))),
         ("400 Qwen3 思考模式", "bad_request", _over_mock(_status(*THINKING))),
         ("400 带工具时要关掉思考", "bad_request", _over_mock(_status(*TOOLS_REASONING))),
+        ("400 带工具只能走 /v1/responses", "no_chat_tools", _over_mock(_status(*TOOLS_RESPONSES_ONLY))),
         ("400 reasoning_effort 不收 none", "bad_request", _over_mock(_status(*NO_NONE))),
         ("400 不收 enable_thinking", "bad_request", _over_mock(_status(*NO_THINKING_PARAM))),
         ("400 vLLM 没开工具调用", "bad_request", _over_mock(_status(*VLLM_TOOLS))),
@@ -403,17 +409,20 @@ def test_redact():
     (THINKING, "enable_thinking"),
     (THINKING_ONLY, "只会思考"),
     (TOOLS_REASONING, 'reasoning_effort="none"'),
+    (TOOLS_RESPONSES_ONLY, "离线假模型"),
     (VLLM_TOOLS, "--tool-call-parser"),
     (ZHIPU_CHOICE, 'tool_choice="auto"'),
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
 ], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only",
-        "tools_reasoning", "vllm_tools", "zhipu_choice", "reasoning_content", "tool_pair", "500_shape"])
+        "tools_reasoning", "tools_responses_only", "vllm_tools", "zhipu_choice", "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case
     exc = api_error(status, f"{message} (key {KEY})", code=code)
     text = explain_error(exc, KEY)
+    if case is TOOLS_RESPONSES_ONLY:  # 服务器没给 none 这条路：说明里不建议它
+        assert "只给了 /v1/responses" in text and "写 reasoning_effort" not in text
     assert expected in text and has_chinese(text) and not key_leaks(text, KEY), text
     assert len(text) < 400, "说明要短"
     assert "不是你的代码" not in text

@@ -552,7 +552,8 @@ def test_gpt5_family_gets_max_completion_tokens_over_http(capsys):
         first = call_model(client, model="gpt-5-mini", messages=ask, max_tokens=32)
         assert first.choices[0].message.content
         said = capsys.readouterr().out
-        assert "gpt-5-mini 不收 max_tokens" in said and "max_completion_tokens" in said
+        assert "模型 gpt-5-mini 被拒" in said and "换成 max_completion_tokens" in said and "结果：成功" in said
+        assert "Use 'max_completion_tokens' instead" in said, "说的是服务器的原话"
         call_model(client.with_options(max_retries=0), model="gpt-5-mini", messages=ask, max_tokens=32)
         assert capsys.readouterr().out == "", "只说明一次：副本也记得"
         assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in bodies[:3]] == [
@@ -583,7 +584,8 @@ def test_a_thinking_only_model_works_through_streaming_under_the_hood(capsys):
                    tools=TOOLS, max_tokens=512)
         reply = call_model(client, **ask)
         said = capsys.readouterr().out
-        assert "只会思考" in said and "只收流式调用" in said
+        assert "去掉 enable_thinking。结果：成功" in said and "改成流式调用" in said
+        assert "restricted to True" in said and "non-streaming calls" in said, "说的是服务器的原话"
         message = reply.choices[0].message
         assert message.tool_calls and message.tool_calls[0].function.name == "bash"
         assert message.model_dump()["reasoning_content"], "思维链拼回来了"
@@ -620,7 +622,8 @@ def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
         reply = call_model(learned, model="gpt-6-luna", messages=ask, tools=TOOLS, max_tokens=64)
         assert reply.choices[0].message.tool_calls, "补好以后，工具调用照常回来"
         said = capsys.readouterr().out
-        assert "gpt-6-luna 不收 max_tokens" in said and 'reasoning_effort="none"' in said
+        assert said.count("模型 gpt-6-luna 被拒") == 2 and said.count("结果：成功") == 2
+        assert 'reasoning_effort="none"' in said and "set reasoning_effort to 'none'" in said
         assert [(b.get("max_completion_tokens"), b.get("reasoning_effort")) for b in bodies] == [
             (None, None), (64, None), (64, "none")], "两条规矩各碰一次 400，各重发一次"
         call_model(learned, model="gpt-6-luna", messages=ask, tools=TOOLS, max_tokens=64)
@@ -647,6 +650,51 @@ def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
     assert not on_openai.tools_need_no_reasoning("gpt-5-mini")
     assert not real_client("https://api.deepseek.com", "x").tools_need_no_reasoning("gpt-6-luna")
     assert PRESETS_BY_KEY["openai"].model == "gpt-6-luna" and on_openai.uses_completion_tokens("gpt-6-luna")
+
+
+def test_a_model_that_cannot_call_tools_on_chat_completions_is_told_once_and_truly(capsys):
+    """gpt-6.1-sol 这样的模型（替身照 OpenAI 的原话）：reasoning_effort 不收 none，别的强度带工具就回 400、只给
+    /v1/responses 这条路。客户端从回答里认出来，说清能用什么；以后带工具的请求不再发出去碰同一个 400；
+    从没说过一句没发生的改动。"""
+    from harness_lib.models.errors import EndpointError
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("openai_tools_responses_only")
+    bodies = server.handler.requests
+    ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    try:
+        client = real_client(server.base_url, "x")
+        with pytest.raises(EndpointError) as info:
+            call_model(client, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
+        said = capsys.readouterr().out
+        assert info.value.kind == "no_chat_tools"
+        text = info.value.explanation
+        assert "gpt-6.1-sol" in text and "/v1/responses" in text and "离线假模型" in text and "gpt-6-luna" in text
+        assert "Please use /v1/responses instead" in text, "原话照录"
+        # 唯一的改动（max_completion_tokens）照实说：改了，仍被拒；没有说“已经补好”
+        assert said.count("提示：") == 1 and "换成 max_completion_tokens" in said and "仍被拒" in said
+        assert "none" not in said, "服务器没给 none 这条路：不建议它"
+        assert [b.get("reasoning_effort") for b in bodies] == [None, None], "没有替它写上它不收的 none"
+        sent = len(bodies)
+        with pytest.raises(EndpointError):  # 学到了：不再发出去
+            call_model(client.with_options(max_retries=0), model="gpt-6.1-sol", messages=ask, tools=TOOLS,
+                       max_tokens=64)
+        assert len(bodies) == sent and capsys.readouterr().out == ""
+        plain = call_model(client, model="gpt-6.1-sol", messages=ask, max_tokens=64)  # 不带工具的请求照常
+        assert plain.choices[0].message and len(bodies) == sent + 1
+
+        # 名单猜错时（以为它收 none），第一个 400 纠正：记下它不收 none，认出它带不了工具
+        from harness_lib.ui.clients import PresetClient
+        guessed = PresetClient(api_key="x", base_url=server.base_url, max_retries=0,
+                               completion_tokens_prefixes=("gpt-6",), no_reasoning_prefixes=("gpt-6",))
+        del bodies[:]
+        with pytest.raises(EndpointError) as info:
+            call_model(guessed, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
+        assert [b.get("reasoning_effort") for b in bodies] == ["none"] and "'xhigh'" in info.value.explanation
+        assert not guessed.tools_need_no_reasoning("gpt-6.1-sol")
+        capsys.readouterr()
+    finally:
+        server.close()
 
 
 # 每个云服务商预设对着一个离线替身：替身照这家服务商的参数规矩拒绝请求（原话见 QUIRKS 的出处）

@@ -22,7 +22,8 @@ class SwitchConfigError(ValueError):
 
 
 class EndpointError(Exception):
-    """调用模型端点失败。`kind` 是类别名（`ERROR_TABLE` 的一列，另有 stream_cut、stream_error、no_choices；certificate 是证书校验失败），
+    """调用模型端点失败。`kind` 是类别名（`ERROR_TABLE` 的一列，另有 stream_cut、stream_error、no_choices；certificate 是证书校验失败；
+    no_chat_tools 是模型在这个端点的 Chat Completions 里带不了工具），
     `explanation` 是给学习者看的中文说明，`original` 是 SDK 的原始异常。"""
 
     def __init__(self, kind, explanation, *, original=None):
@@ -54,6 +55,11 @@ def _said(exc) -> tuple[str, str, str]:
     code, message = inner.get("code"), inner.get("message")
     text = " ".join(str(x or "") for x in (getattr(exc, "message", ""), code, inner.get("type"), message))
     return ("" if code is None else str(code).strip().lower()), text, (message if isinstance(message, str) else "")
+
+
+def offers_none(exc) -> bool:
+    """服务器给的出路里有“把 reasoning_effort 设成 none”。"""
+    return "reasoning_effort to 'none'" in str(exc).lower().replace('"', "'")
 
 
 def says(*words: str, codes: tuple[str, ...] = (), status: tuple[int, ...] | None = None):
@@ -127,17 +133,22 @@ ERROR_TABLE = [
               "context_length", "上下文太长（HTTP {status}）：messages 加起来超过了模型能读的长度。"
               "循环每一轮都把工具输出放进去，越跑越长。开一段新对话、把工具输出截短（05 讲过），或换上下文更长的模型。",
               False, True),
-    # OpenAI 的 GPT-5.6、GPT-6 系列：Chat Completions 带工具时 reasoning_effort 只能是 none
-    # （QUIRKS["openai_tools_reasoning"] 的出处，核对 2026-12-02）
-    ErrorRule(says("function tools with reasoning_effort", status=(400,)), "bad_request",
-              "这个模型默认会思考，而 OpenAI 的 Chat Completions 在它思考时不让调用工具（HTTP {status}）。"
-              "请求里写明 reasoning_effort=\"none\"（切换器的客户端碰到一次就替你写上），或改用 Responses API（本课程不讲）。",
+    # OpenAI 的 GPT-5.6、GPT-6 系列：Chat Completions 带工具时思考强度只能是 none；服务器的原话里给了哪几条路，
+    # 说明就只讲哪几条（QUIRKS["openai_tools_reasoning"]、["openai_tools_responses_only"] 的出处，核对 2026-12-06）
+    ErrorRule(lambda exc: offers_none(exc) and says("function tools with reasoning_effort", status=(400,))(exc),
+              "bad_request",
+              "OpenAI 的 Chat Completions 不让这个模型带着思考调用工具（HTTP {status}）。服务器给了两条路："
+              "改用 /v1/responses，或者请求里写 reasoning_effort=\"none\"（不再思考）；切换器的客户端会替你写上 none 再试。",
               False, True),
-    # gpt-6-astra：reasoning_effort 不收 "none"，别的值又不许带工具（genkit#6303、inspect_ai#5254，2026-09，核对 2026-12-02）
+    ErrorRule(says("function tools with reasoning_effort", status=(400,)), "no_chat_tools",
+              "这个模型在 Chat Completions 里不能调用工具（HTTP {status}）：服务器只给了 /v1/responses 这一条路。"
+              "本系列的循环靠工具调用：换一个能调用工具的模型（OpenAI 的 gpt-6-luna、gpt-5.6 系列带 "
+              "reasoning_effort=\"none\" 可以），或者用切换器里的离线假模型。", False, True),
+    # gpt-6-astra、gpt-6.1-sol：reasoning_effort 不收 "none"（litellm-docs#1173，2026-09；核对 2026-12-06）
     ErrorRule(says("supported values are: 'low'", status=(400,)), "bad_request",
-              "这个模型的 reasoning_effort 不收 \"none\"（HTTP {status}）。若它正是带工具时被要求写 none 的那种（如 gpt-6-astra），"
-              "它在 Chat Completions 里就不能带工具，只能走 Responses 接口（本课程不讲）：请换 gpt-6-luna 或 gpt-5.6 系列。",
-              False, True),
+              "这个模型的 reasoning_effort 不收 \"none\"（HTTP {status}），服务器列出了它收的值。要是为了带工具才写的 none，"
+              "这个模型在 Chat Completions 里就带不了工具：换 gpt-6-luna、gpt-5.6 系列，或者用离线假模型，"
+              "也可以改用它的 Responses API。", False, True),
     # 硅基流动：不支持思考的模型收到 enable_thinking 回 400 20015（immersive-translate#3418，2025-10，核对 2026-12-02）
     ErrorRule(says("does not support parameter `enable_thinking`", status=(400,)), "bad_request",
               "这个模型不支持思考模式，也就不收 enable_thinking（HTTP {status}）：请求里别传这个字段。", False, True),

@@ -134,6 +134,14 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           refs=(_GH + "danny-avila/LibreChat/issues/14231", _GH + "onyx-dot-app/onyx/issues/15008",
                 _GH + "pipecat-ai/pipecat/issues/4043", _GH + "genkit-ai/genkit/pull/6303",
                 _GH + "bolna-ai/bolna/pull/1019")),
+    Quirk("openai_tools_responses_only", "OpenAI（gpt-6.1-sol、gpt-6-astra）",
+          "Chat Completions 里不能带工具：reasoning_effort 不收 \"none\"（400 “Supported values are: 'low', 'medium', "
+          "'high', and 'xhigh'.”），别的强度（不写也算）带工具就回 400，只给 /v1/responses 这一条路；"
+          "和 GPT-5 系列一样不收 max_tokens。",
+          _GH + "blakeblackshear/frigate/discussions/24555",
+          versions="gpt-6-astra（2026-09）；gpt-6.1-sol（2026-09-29 发布，2026-10 起的报告）",
+          refs=(_GH + "BerriAI/litellm-docs/pull/1173", _GH + "genkit-ai/genkit/pull/6303",
+                _GH + "sandialabs/atlas-ui-3/issues/756")),
     Quirk("moonshot_thinking", "月之暗面（Kimi K2.6）",
           "思考模式默认开着：回复带 reasoning_content；带工具调用的那轮助手消息以后要原样带着它，否则 400 “thinking is "
           "enabled but reasoning_content is missing in assistant tool call message at index N”。"
@@ -262,6 +270,13 @@ _REFUSE = {
                                "invalid_request_error", 400),
     "vllm_no_tool_parser": _when(lambda b: b.get("tools"), 400, "\"auto\" tool choice requires --enable-auto-tool-choice "
                                  "and --tool-call-parser to be set", "BadRequestError", 400),
+    "openai_tools_responses_only": lambda b: _REFUSE["openai_max_completion_tokens"](b) or (Rejected(
+        400, "Unsupported value: 'reasoning_effort' does not support 'none' with this model. Supported values are: "
+        "'low', 'medium', 'high', and 'xhigh'.", type="invalid_request_error", param="reasoning_effort",
+        code="unsupported_value").response() if b.get("reasoning_effort") == "none" else Rejected(
+        400, f"Function tools with reasoning_effort are not supported for {b.get('model')} in /v1/chat/completions. "
+        "Please use /v1/responses instead.", type="invalid_request_error", param="tools").response()
+        if b.get("tools") else None),
     "openai_tools_reasoning": lambda b: _REFUSE["openai_max_completion_tokens"](b) or (Rejected(
         400, f"Function tools with reasoning_effort are not supported for {b.get('model')} in /v1/chat/completions. "
         "To use function tools, use /v1/responses or set reasoning_effort to 'none'.",

@@ -4,7 +4,9 @@
 """
 
 import difflib
+import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -17,14 +19,15 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from ..models.call import CALL_DEADLINE, RETRY_POLICY
-from ..models.errors import SwitchConfigError, explain_error
+from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
 from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
-from ..safety.secrets import NO_KEY
+from ..safety.secrets import NO_KEY, redact
+from ..text import shorten
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
 PRESETS_CHECKED = "2026-12-02"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
@@ -117,45 +120,71 @@ def preset_for(base_url: str) -> Preset | None:
                  and (urlsplit(p.base_url).hostname or "").lower() == host), None)
 
 
-# OpenAI 的 GPT-5、GPT-6 系列和 o 系列只收 max_completion_tokens，带 max_tokens 就回 400 unsupported_parameter
-# （原话见 QUIRKS["openai_max_completion_tokens"] 的出处，2025-08 起；核对于 PRESETS_CHECKED）
+# 名单只用来在 OpenAI 自己的地址上“一开始就发对”；猜错了，第一个 400 会纠正它（规矩按服务器的原话学，见下面）。
+# GPT-5、GPT-6 系列和 o 系列只收 max_completion_tokens（QUIRKS["openai_max_completion_tokens"]，核对于 PRESETS_CHECKED）
 COMPLETION_TOKENS_PREFIXES = ("gpt-5", "gpt-6", "o1", "o3", "o4")
-# GPT-5.6 系列、gpt-6-luna、gpt-6-sol 默认会思考，Chat Completions 里带 tools 就必须 reasoning_effort="none"
-# （QUIRKS["openai_tools_reasoning"]）；别的新模型碰到一次那种 400 再学
+# GPT-5.6 系列、gpt-6-luna、gpt-6-sol 带工具要 reasoning_effort="none"（QUIRKS["openai_tools_reasoning"]）
 TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6-luna", "gpt-6-sol")
-# 在 Chat Completions 里根本不能带工具的模型：reasoning_effort 不收 "none"，别的值又不许带工具（genkit#6303，
-# bolna#1019，2026-09）。本课程只用 Chat Completions，切换器在第一次调用之前就说明
-NO_CHAT_TOOLS_PREFIXES = ("gpt-6-astra",)
+# 已知在 Chat Completions 里根本不能带工具的：切换器在第一次调用之前就说明（genkit#6303、bolna#1019，2026-09；
+# gpt-6.1-sol：OpenAI 的推理指南，引自 frigate 讨论 #24555，2026-11）。不在名单里的，由服务器的回答认出来
+NO_CHAT_TOOLS_PREFIXES = ("gpt-6-astra", "gpt-6.1-sol")
+
+
+def _words(exc) -> str:
+    """服务器这次说的话（错误体的 message，没有时用 SDK 的整段文字），打码、压成一行。"""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return shorten(redact(" ".join(str(message or getattr(exc, "message", "") or exc).split())), 240)
 
 
 def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
-    """这个 400 说的是“不收 max_tokens，改用 max_completion_tokens”。"""
+    """服务器说“不收 max_tokens，改用 max_completion_tokens”。"""
     said = f"{getattr(exc, 'message', '')} {getattr(exc, 'code', '')} {getattr(exc, 'param', '')}"
     return "max_completion_tokens" in said or (getattr(exc, "param", None) == "max_tokens"
                                                and getattr(exc, "code", None) == "unsupported_parameter")
 
 
 def _wants_streaming(exc: openai.BadRequestError) -> bool:
-    """这个 400 说的是“思考模式只收流式调用”（百炼：“… must be set to false for non-streaming calls”；
+    """服务器说“思考模式只收流式调用”（百炼：“… must be set to false for non-streaming calls”；
     别的转发服务：“enable thinking can not be support when `stream=False`”）。"""
     said = str(exc).lower()
     return "non-streaming" in said or "stream=false" in said.replace("`", "")
 
 
 def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
-    """这个 400 说的是“带工具时 reasoning_effort 只能是 none”。"""
-    return getattr(exc, "param", None) == "reasoning_effort" and "function tools" in str(exc).lower()
+    """服务器说“带工具时不能带着思考强度”（不论 param 写的是什么）。"""
+    return "function tools with reasoning_effort" in str(exc).lower()
+
+
+def _refuses_none(exc: openai.BadRequestError) -> bool:
+    """服务器说 reasoning_effort 不收 "none"：明说不支持，或者列出的可选值里没有它。"""
+    said = str(exc)
+    if re.search(r"does not support ['\"]none['\"]", said, re.I):
+        return True
+    listed = re.search(r"supported values are:?(.*)", said, re.I | re.S)
+    return bool(listed) and "reasoning_effort" in said and "'none'" not in listed.group(1)
 
 
 @dataclass
 class _Learned:
-    """客户端从 400 里学到的模型：只收 max_completion_tokens 的、带工具要 reasoning_effort="none" 的、
-    只会思考（不收 enable_thinking=False）的、只收流式调用的。`with_options` 的副本共用同一份。"""
+    """客户端从服务器的 400 里学到的模型：只收 max_completion_tokens 的、带工具要 reasoning_effort="none" 的、
+    不收 "none" 的、在这里的 Chat Completions 里不能带工具的、只会思考（不收 enable_thinking=False）的、
+    只收流式调用的。`with_options` 的副本共用同一份。"""
 
     completion_tokens: set = field(default_factory=set)
     no_reasoning: set = field(default_factory=set)
+    refuses_none: set = field(default_factory=set)
+    no_chat_tools: dict = field(default_factory=dict)  # 模型 → 服务器的原话
     thinking_only: set = field(default_factory=set)
     stream_only: set = field(default_factory=set)
+
+
+class _Fix(NamedTuple):
+    """客户端为一次 400 做的一处改动：服务器的原话，和“改发什么”。"""
+
+    said: str
+    change: str
 
 
 def _follows(model, learned: set, prefixes: tuple) -> bool:
@@ -163,18 +192,28 @@ def _follows(model, learned: set, prefixes: tuple) -> bool:
     return isinstance(model, str) and (model in learned or model.startswith(prefixes))
 
 
+def _sent(exc) -> dict:
+    """被拒的那次请求实际发出的请求体（SDK 的异常带着那次真实的请求）。"""
+    try:
+        body = json.loads(exc.request.content or b"{}")
+    except (AttributeError, ValueError, RuntimeError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
 class PresetClient(RecordsCalls, openai.OpenAI):
     """真实端点的客户端：请求参数和服务商相遇的地方，也只有这一处。
 
     - 每次 `chat.completions.create` 都把 `preset_body` 并进请求体（调用里的同名字段优先）；
-    - 只收 `max_completion_tokens` 的模型（OpenAI 地址上名字以 `COMPLETION_TOKENS_PREFIXES` 开头的，以及回过
-      那种 400 的），请求里的 `max_tokens` 换成同样大小的 `max_completion_tokens`；第一次碰到那种 400 时
-      打印一行中文说明，记下这个模型，把同一个请求换个名字再发一次；
-    - 带工具就要 `reasoning_effort="none"` 的模型（OpenAI 地址上名字以 `TOOLS_WITHOUT_REASONING_PREFIXES` 开头的，
-      以及回过那种 400 的）：带 `tools` 而没写 `reasoning_effort` 的请求替它补上 `"none"`（同样说明一次、重发一次）；
-    - 只会思考的模型回 400 “enable_thinking … restricted to True” 时，预设以后不再替这个模型传 `enable_thinking`
-      （同样说明一次、重发一次）；它再回 400 说思考时只收流式调用，以后这个模型的非流式请求都在底下改成流式发出，
-      收齐了拼回完整的 ChatCompletion（`_streamed`）。
+    - 规矩按服务器说的话学，不按模型名猜：一次 400 说了什么（状态码、`param`、`code` 和原话），客户端就只改那一处、
+      重发一次；等重发有了结果，才打印一行“改发 … 后成功”或“改发 … 后仍被拒：服务器原话 …”，并记下这个模型。
+      能学的几条：不收 `max_tokens` 的改发 `max_completion_tokens`；服务器给的出路里有 `reasoning_effort` 设成
+      `"none"` 的，带工具时替它写上；不收 `"none"` 的不再写；只会思考、不收 `enable_thinking=False` 的不再替它传；
+      思考时只收流式调用的，以后在底下流式发出、收齐了拼回完整的 ChatCompletion（`_streamed`）。
+    - 服务器说这个模型在 Chat Completions 里带不了工具时（只给 `/v1/responses` 这条路，或者连 `"none"` 也不收），
+      抛出 `EndpointError`（类别 `no_chat_tools`），说清能用什么；以后带工具的请求不再发出，直接抛同一个错误。
+    - 名单（`COMPLETION_TOKENS_PREFIXES`、`TOOLS_WITHOUT_REASONING_PREFIXES`）只在 OpenAI 的地址上用来一开始就发对，
+      猜错了由第一个 400 纠正。
     `with_options` 的副本照样带着，记下的模型也共用。"""
 
     def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (),
@@ -199,7 +238,8 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         return _follows(model, self.learned.completion_tokens, self.completion_tokens_prefixes)
 
     def tools_need_no_reasoning(self, model) -> bool:
-        return _follows(model, self.learned.no_reasoning, self.no_reasoning_prefixes)
+        return _follows(model, self.learned.no_reasoning, self.no_reasoning_prefixes) \
+            and model not in self.learned.refuses_none
 
     # SDK 没有公开的“改每个请求”的钩子：_prepare_options 是它留给子类覆盖的那一步（openai._base_client）
     def _prepare_options(self, options):
@@ -232,38 +272,84 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         record(completion, time.monotonic() - started)  # 在底下流式的调用也记一条用量和用时
         return completion
 
+    def no_chat_tools(self, model: str, said: str, original=None) -> EndpointError:
+        """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。"""
+        listed = self._listed_tool_models()
+        where = f"这个服务商列出的 {'、'.join(listed)}" if listed else "OpenAI 的 gpt-6-luna、gpt-5.6 系列"
+        return EndpointError("no_chat_tools", (
+            f"模型 {model} 在这个端点的 Chat Completions 里不能调用工具（服务器原话：{said}）。本系列的循环靠工具调用。"
+            f"能用的：{where}（带 reasoning_effort=\"none\" 可以调用工具，OpenAI 的模型页，核对于 {PRESETS_CHECKED}）；"
+            "切换器里的离线假模型；或者这个模型的 Responses API（/v1/responses）。"), original=original)
+
+    def _listed_tool_models(self) -> list[str]:
+        """服务商 /models 里，已知在 Chat Completions 里带 none 能调用工具的名字（取不到就是空的）。"""
+        try:
+            names = [m.id for m in self.with_options(max_retries=0, timeout=10).models.list()]
+        except Exception:  # noqa: BLE001  列表只是建议，取不到就不建议
+            return []
+        return [n for n in names if n.startswith(TOOLS_WITHOUT_REASONING_PREFIXES)][:5]
+
+    def _learn(self, exc: openai.BadRequestError, model: str, stream: bool) -> _Fix | None:
+        """按服务器这次说的话（和被拒的那次请求实际发了什么）学一条规矩；学不到时是 None。
+        服务器说这个模型在这里带不了工具时，抛出 `no_chat_tools`。"""
+        sent, said, learned = _sent(exc), _words(exc), self.learned
+        if "max_tokens" in sent and model not in learned.completion_tokens and _rejects_max_tokens(exc):
+            learned.completion_tokens.add(model)
+            return _Fix(said, "max_tokens 换成 max_completion_tokens（上限不变）")
+        if sent.get("tools") and _rejects_tools_with_reasoning(exc):
+            if offers_none(exc) and "reasoning_effort" not in sent and model not in learned.refuses_none:
+                learned.no_reasoning.add(model)
+                return _Fix(said, "写上 reasoning_effort=\"none\"（不再思考）")
+            learned.no_chat_tools[model] = said
+            raise self.no_chat_tools(model, said, exc) from exc
+        if sent.get("reasoning_effort") == "none" and model not in learned.refuses_none and _refuses_none(exc):
+            learned.refuses_none.add(model)
+            if sent.get("tools"):  # 带工具就得写 none，它又不收：在这里带不了工具
+                learned.no_chat_tools[model] = said
+                raise self.no_chat_tools(model, said, exc) from exc
+            return _Fix(said, "去掉 reasoning_effort")
+        if "enable_thinking" in self.preset_body and model not in learned.thinking_only \
+                and sent.get("enable_thinking") is False and "restricted to true" in said.lower():
+            learned.thinking_only.add(model)
+            return _Fix(said, "去掉 enable_thinking")
+        if not stream and model not in learned.stream_only and _wants_streaming(exc):
+            learned.stream_only.add(model)
+            return _Fix(said, "改成流式调用，收齐再交回完整的回复（思维链 reasoning_content 也留着）")
+        return None
+
     def request(self, cast_to, options, **kwargs):
         body = options.json_data if isinstance(options.json_data, dict) else {}
         model = body.get("model")
-        if model in self.learned.stream_only and not kwargs.get("stream") and options.url.endswith("/chat/completions"):
-            return self._streamed(options, body)
-        try:
-            return super().request(cast_to, options, **kwargs)
-        except openai.BadRequestError as exc:
-            if not isinstance(model, str):
-                raise
-            if "max_tokens" in body and not self.uses_completion_tokens(model) and _rejects_max_tokens(exc):
-                self.learned.completion_tokens.add(model)
-                print(f"提示：模型 {model} 不收 max_tokens（HTTP 400 unsupported_parameter，GPT-5、GPT-6 系列和 o 系列都这样），"
-                      f"要用 max_completion_tokens。这个客户端以后对它改发 max_completion_tokens，上限不变；"
-                      f"这一次已经换好重发。")
-            elif body.get("tools") and "reasoning_effort" not in body and not self.tools_need_no_reasoning(model) \
-                    and _rejects_tools_with_reasoning(exc):
-                self.learned.no_reasoning.add(model)
-                print(f"提示：模型 {model} 默认会思考，Chat Completions 里一带工具就回 400（GPT-5.6 系列、gpt-6-luna、gpt-6-sol 都这样），"
-                      f"要写明 reasoning_effort=\"none\"。这个客户端以后带工具时替它写上（它就不再思考）；这一次已经补好重发。")
-            elif "enable_thinking" in self.preset_body and "enable_thinking" not in body \
-                    and model not in self.learned.thinking_only and "restricted to true" in str(exc).lower():
-                self.learned.thinking_only.add(model)
-                print(f"提示：模型 {model} 只会思考，不收 enable_thinking=False（HTTP 400）。预设以后不再替它传这个字段；"
-                      f"这一次已经去掉重发。")
-            elif not kwargs.get("stream") and model not in self.learned.stream_only and _wants_streaming(exc):
-                self.learned.stream_only.add(model)
-                print(f"提示：模型 {model} 思考时只收流式调用（HTTP 400）。这个客户端以后替它改成流式发出、收齐再交回完整的回复，"
-                      f"思维链（reasoning_content）也留着；这一次已经改好重发。")
-            else:
-                raise
-            return self.request(cast_to, options, **kwargs)  # 每条规矩只学一次，所以重发最多几次就停
+        chat = options.url.endswith("/chat/completions")
+        if chat and body.get("tools") and model in self.learned.no_chat_tools:  # 服务器说过了：不再发出去碰同一个 400
+            raise self.no_chat_tools(model, self.learned.no_chat_tools[model])
+        fixes: list[_Fix] = []
+        while True:
+            try:
+                if chat and model in self.learned.stream_only and not kwargs.get("stream"):
+                    result = self._streamed(options, body)
+                else:
+                    result = super().request(cast_to, options, **kwargs)
+            except openai.BadRequestError as exc:
+                try:
+                    fix = self._learn(exc, model, bool(kwargs.get("stream"))) if isinstance(model, str) and chat \
+                        else None
+                except EndpointError:
+                    _report(model, fixes, "仍被拒，这个模型在这里带不了工具（见下面的说明）")
+                    raise
+                if fix is None:  # 学不到新规矩：这一次的改动照实说“仍被拒”，原样抛出
+                    _report(model, fixes, f"仍被拒，服务器原话：{_words(exc)}")
+                    raise
+                fixes.append(fix)
+                continue  # 每条规矩每个模型只学一次，所以最多重发几次就停
+            _report(model, fixes, "成功，这个客户端以后对它都这样发")
+            return result
+
+
+def _report(model, fixes: list[_Fix], outcome: str) -> None:
+    """重发有了结果以后，每处改动说一行：服务器说了什么，改发了什么，结果怎样。"""
+    for fix in fixes:
+        print(f"提示：模型 {model} 被拒（HTTP 400，服务器原话：{fix.said}）。改发：{fix.change}。结果：{outcome}。")
 
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,

@@ -49,6 +49,7 @@ NEEDS_AUTO_HINT = '这个服务要写明 tool_choice="auto" 才调用工具：�
 ERROR_HINT = "这是端点本身的错误，和这一项检查的内容无关：按 detail 里的说明处理，再探一次。"
 TIMEOUT_HINT = "本机模型常常是还在加载或太慢：等它加载好再探，或调大 probe 的 timeout（这次是 {timeout:g} 秒）。"
 JINJA_HINT = "这台 llama-server 没开 jinja 模板，不接受 tools：升级到 llama.cpp PR #17524（2025-11）以后的构建，或启动时加 --jinja。"
+NO_CHAT_TOOLS_HINT = "这个模型在这里的 Chat Completions 里带不了工具：换 detail 里列出的能调用工具的模型，或者用离线假模型。"
 AS_IS = "结论：本系列的循环在这里照原样能跑。"
 _CUT = {"length": "（finish_reason=length：回复被 max_tokens 截断，可以调大 probe 的 max_tokens 再试）"}
 
@@ -244,6 +245,8 @@ def _error_hint(exc: BaseException, text: str, name: str, timeout: float) -> str
     kind = exc.kind if isinstance(exc, EndpointError) else classify(exc).kind
     if kind == "timeout":
         return TIMEOUT_HINT.format(timeout=timeout)
+    if kind == "no_chat_tools":
+        return NO_CHAT_TOOLS_HINT
     return HINTS[name] if kind in ("bad_request", "request_shape", "other") else ERROR_HINT
 
 

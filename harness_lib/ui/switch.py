@@ -213,7 +213,7 @@ class ModelSwitch:
     def _preset_notes(self, model: str) -> list[str]:
         """关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
         tools_note = [f"⚠ {model} 在 Chat Completions 里不能带工具（reasoning_effort 不收 \"none\"，别的值又不许带工具，"
-                      "只能走 Responses 接口）；本课程的循环靠工具调用，请换 gpt-6-luna 或 gpt-5.6 系列。"
+                      "只能走 Responses 接口）；本系列的循环靠工具调用，请换 gpt-6-luna 或 gpt-5.6 系列，或者用离线假模型。"
                       ] if model.startswith(NO_CHAT_TOOLS_PREFIXES) else []
         preset = self._request_preset()
         if preset is None or not preset.source:
