@@ -300,6 +300,7 @@ def execution_env() -> dict:
     env = learner_environment()
     env["HARNESS_MODE"] = "fake"
     env["HARNESS_SITE"] = "1"  # 切换器画成不能点的样子（网页上没有内核），也不画填密钥的框
+    env["HARNESS_MEMORY"] = "off"  # 网站不读学习者记下的规矩
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -1,5 +1,6 @@
 """测试共用的路径与小工具。"""
 
+import os
 import pathlib
 import re
 import subprocess
@@ -11,6 +12,9 @@ import pytest
 from harness_lib.models.faults import start_fault_server
 from harness_lib.safety.runner import demo_workspace
 from harness_lib.series import notebooks
+
+# 测试从不读写学习者记下的规矩（harness_lib/ui/memory.py）；要测它的测试自己给一个临时文件
+os.environ["HARNESS_MEMORY"] = "off"
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

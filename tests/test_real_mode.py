@@ -190,6 +190,7 @@ def kernel_env(mode, server, box, extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(mode_env(mode, server))
     env["OPENAI_API_KEY"] = SENTINEL
+    env["HARNESS_MEMORY"] = "off"  # 每本都从头学：不读上一本记下的规矩
     home, tmp = box / "home", box / "tmp"
     env.update({"HOME": str(home), "TMPDIR": str(tmp), "IPYTHONDIR": str(home / ".ipython"),
                 "JUPYTER_RUNTIME_DIR": str(box / "runtime"), "PYTHONDONTWRITEBYTECODE": "1"})

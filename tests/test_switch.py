@@ -26,7 +26,7 @@ from harness_lib.models.call import RETRY_POLICY, call_model
 from harness_lib.models.fake import DEFAULT_MODEL, FakeClient, FakeHandler, FakeModel
 from harness_lib.models.net import free_port, is_loopback
 from harness_lib.ui.switch import ModelSwitch, model_switch, presets_table
-from harness_lib.models.wire import Rejected
+from harness_lib.models.wire import Rejected, json_response
 from harness_lib.lesson.loop import TOOLS
 
 KEY = "sk-test-7Hq2Lm9Xv4Rt8Np3Zc6Wb1"
@@ -808,3 +808,140 @@ def test_a_vllm_started_without_tool_calling_is_explained_as_a_server_setting():
                           max_tokens=32).choices[0].message.content, "不带 tools 的请求照常回答"
     finally:
         server.close()
+
+
+def test_connection_also_tries_one_tool_call(server):
+    """「测试连接」也发一次带工具的小请求：本系列的循环每一轮都带工具，在 00 就该知道行不行。"""
+    text = connect_with_right_key(server, model="fake-agent-1")
+    assert "✓ 带工具的请求也成功了：模型提出了工具调用" in text
+    talker = connect_with_right_key(server, model="fake-talk-only")
+    assert "只回了文字，没有提出工具调用" in talker
+
+
+def test_connection_says_when_a_model_cannot_call_tools_here_and_what_works(capsys):
+    """gpt-6.1-sol 的替身：普通对话成功，带工具的请求被拒。状态行说工具不行，也说能用什么。"""
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("openai_tools_responses_only")
+    try:
+        sw = model_switch(environ={})
+        use_endpoint(sw, server.base_url, model="gpt-6.1-sol")
+        text = sw.test_connection()
+    finally:
+        server.close()
+    assert text.startswith("✓ 连接成功")
+    assert "✗ 带工具的请求不行" in text and "/v1/responses" in text and "离线假模型" in text
+    assert sw.status_html.value.count(_COLOR_ERROR) == 1, "整行标成出错的颜色"
+    said = capsys.readouterr().out  # 普通对话那次改发 max_completion_tokens 真的成功了：照实说一次
+    assert said.count("提示：") == 1 and "max_completion_tokens（上限不变）。结果：成功" in said
+
+
+_COLOR_ERROR = "#b42318"
+
+
+def _models_with_shutdown(date_text):
+    listing = {"object": "list", "data": [{"id": "gpt-5", "object": "model", "created": 0, "owned_by": "openai",
+                                           "shutdown_date": date_text}]}
+
+    def handler(request):
+        if request.method == "GET":
+            return json_response(200, listing)
+        return _FAKE(request)
+
+    return handler
+
+
+@pytest.mark.parametrize("date_text, says", [("2099-01-01", "将于 2099-01-01 停用"),
+                                             ("2020-01-01", "已于 2020-01-01 停用"),
+                                             (str(4070908800), "将于 2099-01-01 停用")])
+def test_check_model_reads_the_shutdown_date_the_listing_gives(date_text, says):
+    with serve(_models_with_shutdown(date_text)) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        result = check_model(client, "gpt-5")
+    assert result.listed is True and says in result.text and "shutdown_date" in result.text
+
+
+def test_a_model_missing_from_the_listing_is_not_called_wrong():
+    """不在 /models 里不等于写错了：有的服务商只列一部分，下面那次请求说了算。"""
+    with serve(_models_with_shutdown("2099-01-01")) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        result = check_model(client, "glm-4-flash-250414")
+    assert result.listed is False and "只列出一部分模型" in result.text and "下面那次请求说了算" in result.text
+
+
+# ---------------------------------------------------------------------------
+# 学到的规矩记在缓存文件夹里：下一本笔记本的客户端一开始就知道
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def memory_file(tmp_path, monkeypatch):
+    path = tmp_path / "cache" / "learned.json"
+    monkeypatch.setenv("HARNESS_MEMORY", str(path))
+    return path
+
+
+def test_what_one_notebook_learned_the_next_one_knows(memory_file, capsys):
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("openai_tools_reasoning")
+    bodies = server.handler.requests
+    ask = dict(model="gpt-6-luna", messages=[{"role": "user", "content": "列出文件"}], tools=TOOLS, max_tokens=64)
+    try:
+        first = model_switch(environ={})  # 第一本笔记本：碰两次 400，各说一次
+        use_endpoint(first, server.base_url, model="gpt-6-luna")
+        call_model(first.current()[0], **ask)
+        assert capsys.readouterr().out.count("结果：成功") == 2 and len(bodies) == 3
+        second = model_switch(environ={})  # 下一本：一开始就发对，一句说明也没有
+        use_endpoint(second, server.base_url, model="gpt-6-luna")
+        assert "记得：gpt-6-luna：max_tokens 改发 max_completion_tokens" in second.status
+        call_model(second.current()[0], **ask)
+        assert capsys.readouterr().out == "" and len(bodies) == 4
+        assert bodies[-1]["reasoning_effort"] == "none" and "max_tokens" not in bodies[-1]
+        assert "已忘掉" in second.forget_learned() and "记得" not in (second._refresh_status() or second.status)
+        call_model(second.current()[0], **ask)  # 忘掉以后从头学
+        assert capsys.readouterr().out.count("结果：成功") == 2
+    finally:
+        server.close()
+    saved = json.loads(memory_file.read_text(encoding="utf-8"))
+    assert set(saved[server.base_url.rstrip("/")]["gpt-6-luna"]) == {"completion_tokens", "no_reasoning", "learned_on"}
+
+
+def test_a_remembered_no_tools_model_is_not_sent_again(memory_file, capsys):
+    from harness_lib.models.errors import EndpointError
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.memory import Memory
+
+    server = start_quirk_server("openai_tools_responses_only")
+    ask = dict(model="gpt-6.1-sol", messages=[{"role": "user", "content": "列出文件"}], tools=TOOLS, max_tokens=64)
+    try:
+        with pytest.raises(EndpointError):
+            call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
+        sent = len(server.handler.requests)
+        with pytest.raises(EndpointError) as info:
+            call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
+    finally:
+        server.close()
+    assert len(server.handler.requests) == sent, "下一本笔记本不再发出去碰同一个 400"
+    assert "没有发出去" in info.value.explanation and "忘掉" in info.value.explanation
+    capsys.readouterr()
+
+
+def test_memory_is_dated_ignores_a_broken_file_and_can_be_off(tmp_path, monkeypatch):
+    from datetime import date, timedelta
+
+    from harness_lib.ui.memory import KEEP_DAYS, Memory, memory_path
+
+    path = tmp_path / "learned.json"
+    old = Memory(path, "https://api.example.com/v1", today=date(2026, 1, 1))
+    old.remember("m", "completion_tokens")
+    assert Memory(path, "https://api.example.com/v1", today=date(2026, 1, 1) + timedelta(days=KEEP_DAYS)).rules("m")
+    later = Memory(path, "https://api.example.com/v1", today=date(2026, 1, 1) + timedelta(days=KEEP_DAYS + 1))
+    assert later.rules("m") == {}, "过了保存期：服务商可能已经变了，不再用"
+    path.write_text("{坏了", encoding="utf-8")
+    assert Memory(path, "https://api.example.com/v1").rules("m") == {}
+    monkeypatch.setenv("HARNESS_MEMORY", "off")
+    assert memory_path() is None and Memory.for_url("https://api.example.com/v1") is None
+    monkeypatch.delenv("HARNESS_MEMORY")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert memory_path() == tmp_path / "xdg" / "harness-lib" / "learned.json"

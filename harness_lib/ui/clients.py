@@ -28,6 +28,7 @@ from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
 from ..safety.secrets import NO_KEY, redact
 from ..text import shorten
+from .memory import Memory
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
 PRESETS_CHECKED = "2026-12-02"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
@@ -170,7 +171,8 @@ def _refuses_none(exc: openai.BadRequestError) -> bool:
 class _Learned:
     """客户端从服务器的 400 里学到的模型：只收 max_completion_tokens 的、带工具要 reasoning_effort="none" 的、
     不收 "none" 的、在这里的 Chat Completions 里不能带工具的、只会思考（不收 enable_thinking=False）的、
-    只收流式调用的。`with_options` 的副本共用同一份。"""
+    只收流式调用的。`with_options` 的副本共用同一份。有 `memory`（`ui.memory.Memory`）时，开头读出以前学到的，
+    学到新的就记下：下一本笔记本的客户端一开始就知道。"""
 
     completion_tokens: set = field(default_factory=set)
     no_reasoning: set = field(default_factory=set)
@@ -178,6 +180,24 @@ class _Learned:
     no_chat_tools: dict = field(default_factory=dict)  # 模型 → 服务器的原话
     thinking_only: set = field(default_factory=set)
     stream_only: set = field(default_factory=set)
+    memory: Memory | None = None
+    remembered: set = field(default_factory=set)  # 从记忆里读出来的模型（不是这一次学到的）
+
+    def __post_init__(self):
+        for model in self.memory.models() if self.memory else ():
+            for rule, value in self.memory.rules(model).items():
+                self.note(model, rule, value, save=False)
+                self.remembered.add(model)
+
+    def note(self, model: str, rule: str, value=True, *, save: bool = True) -> None:
+        """记下一条：`rule` 是 `memory.RULES` 里的名字；no_chat_tools 的值是服务器的原话。"""
+        target = getattr(self, rule)
+        if isinstance(target, dict):
+            target[model] = value
+        else:
+            target.add(model)
+        if save and self.memory is not None:
+            self.memory.remember(model, rule, value)
 
 
 class _Fix(NamedTuple):
@@ -217,12 +237,12 @@ class PresetClient(RecordsCalls, openai.OpenAI):
     `with_options` 的副本照样带着，记下的模型也共用。"""
 
     def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (),
-                 no_reasoning_prefixes: tuple = (), **kwargs):
+                 no_reasoning_prefixes: tuple = (), memory: Memory | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.preset_body = dict(preset_body or {})
         self.completion_tokens_prefixes = tuple(completion_tokens_prefixes)
         self.no_reasoning_prefixes = tuple(no_reasoning_prefixes)
-        self.learned = _Learned()
+        self.learned = _Learned(memory=memory)
 
     def copy(self, *args, **kwargs):
         clone = super().copy(*args, **kwargs)
@@ -272,12 +292,15 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         record(completion, time.monotonic() - started)  # 在底下流式的调用也记一条用量和用时
         return completion
 
-    def no_chat_tools(self, model: str, said: str, original=None) -> EndpointError:
-        """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。"""
+    def no_chat_tools(self, model: str, said: str, original=None, *, sent: bool = True) -> EndpointError:
+        """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。
+        `sent=False`：这次请求没有发出去，是按以前学到的（这一次运行里，或记忆文件里）。"""
         listed = self._listed_tool_models()
         where = f"这个服务商列出的 {'、'.join(listed)}" if listed else "OpenAI 的 gpt-6-luna、gpt-5.6 系列"
+        when = "" if sent else ("这次请求没有发出去：服务器以前这样回过，" + (
+            "记在学到的规矩里（切换器里可以忘掉）。" if model in self.learned.remembered else "同一次运行里。"))
         return EndpointError("no_chat_tools", (
-            f"模型 {model} 在这个端点的 Chat Completions 里不能调用工具（服务器原话：{said}）。本系列的循环靠工具调用。"
+            f"模型 {model} 在这个端点的 Chat Completions 里不能调用工具（服务器原话：{said}）。{when}本系列的循环靠工具调用。"
             f"能用的：{where}（带 reasoning_effort=\"none\" 可以调用工具，OpenAI 的模型页，核对于 {PRESETS_CHECKED}）；"
             "切换器里的离线假模型；或者这个模型的 Responses API（/v1/responses）。"), original=original)
 
@@ -294,26 +317,26 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         服务器说这个模型在这里带不了工具时，抛出 `no_chat_tools`。"""
         sent, said, learned = _sent(exc), _words(exc), self.learned
         if "max_tokens" in sent and model not in learned.completion_tokens and _rejects_max_tokens(exc):
-            learned.completion_tokens.add(model)
+            learned.note(model, "completion_tokens")
             return _Fix(said, "max_tokens 换成 max_completion_tokens（上限不变）")
         if sent.get("tools") and _rejects_tools_with_reasoning(exc):
             if offers_none(exc) and "reasoning_effort" not in sent and model not in learned.refuses_none:
-                learned.no_reasoning.add(model)
+                learned.note(model, "no_reasoning")
                 return _Fix(said, "写上 reasoning_effort=\"none\"（不再思考）")
-            learned.no_chat_tools[model] = said
+            learned.note(model, "no_chat_tools", said)
             raise self.no_chat_tools(model, said, exc) from exc
         if sent.get("reasoning_effort") == "none" and model not in learned.refuses_none and _refuses_none(exc):
-            learned.refuses_none.add(model)
+            learned.note(model, "refuses_none")
             if sent.get("tools"):  # 带工具就得写 none，它又不收：在这里带不了工具
-                learned.no_chat_tools[model] = said
+                learned.note(model, "no_chat_tools", said)
                 raise self.no_chat_tools(model, said, exc) from exc
             return _Fix(said, "去掉 reasoning_effort")
         if "enable_thinking" in self.preset_body and model not in learned.thinking_only \
                 and sent.get("enable_thinking") is False and "restricted to true" in said.lower():
-            learned.thinking_only.add(model)
+            learned.note(model, "thinking_only")
             return _Fix(said, "去掉 enable_thinking")
         if not stream and model not in learned.stream_only and _wants_streaming(exc):
-            learned.stream_only.add(model)
+            learned.note(model, "stream_only")
             return _Fix(said, "改成流式调用，收齐再交回完整的回复（思维链 reasoning_content 也留着）")
         return None
 
@@ -322,7 +345,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         model = body.get("model")
         chat = options.url.endswith("/chat/completions")
         if chat and body.get("tools") and model in self.learned.no_chat_tools:  # 服务器说过了：不再发出去碰同一个 400
-            raise self.no_chat_tools(model, self.learned.no_chat_tools[model])
+            raise self.no_chat_tools(model, self.learned.no_chat_tools[model], sent=False)
         fixes: list[_Fix] = []
         while True:
             try:
@@ -353,7 +376,7 @@ def _report(model, fixes: list[_Fix], outcome: str) -> None:
 
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
-                deadline: float = CALL_DEADLINE) -> PresetClient:
+                deadline: float = CALL_DEADLINE, memory: Memory | None = None) -> PresetClient:
     """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
     每次尝试最多 `deadline` 秒收完回复（`DeadlineHttpClient`）；OpenAI 的地址上，GPT-5、GPT-6 系列和 o 系列一开始就发
     `max_completion_tokens`。"""
@@ -362,7 +385,7 @@ def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
                         completion_tokens_prefixes=COMPLETION_TOKENS_PREFIXES if on_openai else (),
                         no_reasoning_prefixes=TOOLS_WITHOUT_REASONING_PREFIXES if on_openai else (),
-                        http_client=DeadlineHttpClient(seconds=deadline),
+                        http_client=DeadlineHttpClient(seconds=deadline), memory=memory,
                         **RETRY_POLICY)
 
 
@@ -386,7 +409,8 @@ def client_from_env(environ=os.environ):
         raise SwitchConfigError("HARNESS_MODE=real 需要密钥：请在启动 JupyterLab 之前设置环境变量 OPENAI_API_KEY"
                                 f"（当前 base_url 是 {base_url}）。")
     preset = preset_for(base_url)
-    return real_client(base_url, key or NO_KEY, preset.extra_body if preset else None), model
+    return real_client(base_url, key or NO_KEY, preset.extra_body if preset else None,
+                       memory=Memory.for_url(base_url, environ)), model
 
 
 def closest_models(model: str, available, n: int = 5) -> list[str]:
@@ -408,18 +432,35 @@ def check_model(client, model: str, *, timeout: float = 15, key=None) -> ModelCh
     """问服务商有哪些模型（`client.models.list()`，不重试），说清 `model` 在不在里面；失败也不抛出。
     服务没有 /models 接口（404、405、501）不算错：`listed` 是 None，`error` 也是 None。"""
     try:
-        available = [m.id for m in client.with_options(max_retries=0, timeout=timeout).models.list()]
+        entries = list(client.with_options(max_retries=0, timeout=timeout).models.list())
     except Exception as exc:  # noqa: BLE001  密钥不对、连不上、超时、回来的不是 JSON……
         if isinstance(exc, openai.APIStatusError) and exc.status_code in (404, 405, 501):
             return ModelCheck(None, f"这个服务没有模型列表接口（GET /models 回 HTTP {exc.status_code}）。"
                                     "这不算错，模型名对不对，要看下面那次请求。")
         return ModelCheck(None, "没能取到模型列表：" + explain_error(exc, key), exc)
+    available = [m.id for m in entries]
     if model in available:
-        return ModelCheck(True, f"模型 {model} 在服务商列出的 {len(available)} 个模型里。")
+        entry = entries[available.index(model)]
+        return ModelCheck(True, f"模型 {model} 在服务商列出的 {len(available)} 个模型里。" + _shutdown(entry))
     if not available:
         return ModelCheck(False, "服务商的模型列表是空的：这把密钥也许还没有开通任何模型。")
-    return ModelCheck(False, f"⚠ 服务商列出的 {len(available)} 个模型里没有 {model}（拼错了，或者已经下线、改名）。"
+    return ModelCheck(False, f"⚠ 服务商返回的 {len(available)} 个模型里没有 {model}：有的服务商只列出一部分模型，"
+                             f"下面那次请求说了算（也可能是拼错了，或者已经下线、改名）。"
                              f"相近的有：{'、'.join(closest_models(model, available))}。")
+
+
+def _shutdown(entry, today: date | None = None) -> str:
+    """/models 给了 `shutdown_date` 时（OpenAI 2026-12 起这样给），说出停用的日期；过了就警告。"""
+    value = getattr(entry, "shutdown_date", None) or (getattr(entry, "model_extra", None) or {}).get("shutdown_date")
+    if not value:
+        return ""
+    try:
+        when = date.fromtimestamp(int(value)) if str(value).isdigit() else date.fromisoformat(str(value)[:10])
+    except (ValueError, OverflowError, OSError):
+        return f"服务商写着它的停用日期：{value}。"
+    if when <= (today or date.today()):
+        return f"⚠ 服务商写明它已于 {when} 停用（/models 的 shutdown_date）：换一个还在用的模型。"
+    return f"服务商写明它将于 {when} 停用（/models 的 shutdown_date）。"
 
 
 def quirk_table():

@@ -14,12 +14,14 @@ import pandas as pd
 from IPython import get_ipython
 from traitlets import Unicode
 
-from ..models.errors import SwitchConfigError, classify, explain_error
+from ..models.errors import EndpointError, SwitchConfigError, classify, explain_error
 from ..models.server import ensure_local_server
+from ..safety.runner import BASH_TOOL
 from ..safety.secrets import NO_KEY, redact
 from .clients import DEFAULT_OPENAI_BASE_URL, FAKE_MODEL, NO_CHAT_TOOLS_PREFIXES, PRESETS, PRESETS_BY_KEY, PRESETS_CHECKED
 from .clients import Preset
 from .clients import check_model, client_from_env, needs_key, preset_for, real_client
+from .memory import Memory
 from .view import DATAFRAME_STYLE
 
 KEY_PLACEHOLDER = "粘贴 API 密钥（只留在内存里，不显示也不保存）"
@@ -62,10 +64,12 @@ class ModelSwitch:
         self.model_text = widgets.Text(description="模型名", **text)
         self.key_password = SecretPassword(description="API 密钥", placeholder=KEY_PLACEHOLDER, **text)
         self.test_button = widgets.Button(description="测试连接", icon="plug", button_style="info")
+        self.forget_button = widgets.Button(description="忘掉学到的规矩", icon="eraser",
+                                            tooltip="客户端从服务器的 400 里学到、记在缓存文件夹里的规矩：清空这个地址的")
         self.status_html = widgets.HTML()
         # 真实端点的几栏只在选了“真实端点”时出现：假模型用不到它们，选中的是哪一个也一眼看得出
         self.real_fields = widgets.VBox([self.preset_dropdown, self.base_url_text, self.model_text,
-                                         self.key_password, self.test_button])
+                                         self.key_password, widgets.HBox([self.test_button, self.forget_button])])
         # 第一格是本笔记本里 pandas 表的样式（只是 CSS：靠左对齐、按内容分列宽），不改任何行为
         self.widget = widgets.VBox([widgets.HTML(DATAFRAME_STYLE), self.mode_buttons, self.real_fields,
                                     self.status_html])
@@ -75,11 +79,13 @@ class ModelSwitch:
         self.preset_dropdown.observe(self._on_preset, names="value")
         self.key_password.observe(self._on_key, names="value")
         self.test_button.on_click(lambda _button: self.test_connection())
+        self.forget_button.on_click(lambda _button: self.forget_learned())
         self.mode_buttons.observe(lambda _change: self._show_real_fields(), names="value")
         self._apply_environ()
         self._show_real_fields()
         if self._environ.get("HARNESS_SITE"):  # make site：网页上没有内核，切换器只是样子，不能点，也没有填密钥的框
-            for w in (self.mode_buttons, self.preset_dropdown, self.base_url_text, self.model_text, self.test_button):
+            for w in (self.mode_buttons, self.preset_dropdown, self.base_url_text, self.model_text, self.test_button,
+                      self.forget_button):
                 w.disabled = True
             self.key_password.layout.display = "none"
 
@@ -194,8 +200,23 @@ class ModelSwitch:
             else:
                 _, base_url, model, key = signature
                 preset = self._request_preset()
-                self._cache = (signature, real_client(base_url, key, preset and preset.extra_body), model)
+                memory = None if self.preset.key == "local" else self.memory()
+                self._cache = (signature, real_client(base_url, key, preset and preset.extra_body, memory=memory),
+                               model)
         return self._cache[1], self._cache[2]
+
+    def memory(self) -> Memory | None:
+        """这个 base_url 记下的规矩（`ui.memory`）；`HARNESS_MEMORY=off` 或还没填地址时是 None。"""
+        return Memory.for_url(self.base_url_text.value.strip())
+
+    def forget_learned(self) -> str:
+        """清空这个地址记下的规矩，下一次请求从头学；结果写进状态行。"""
+        memory = self.memory()
+        if memory is None:
+            return self._set_status("没有记下任何规矩（HARNESS_MEMORY=off，或还没填 base_url）。")
+        gone = memory.forget()
+        self._cache = None  # 客户端也重建：它手里学到的一并丢掉
+        return self._set_status(f"已忘掉 {memory.base_url} 下 {gone} 个模型的规矩；下一次请求从头学。")
 
     def _set_status(self, text: str, kind: str = "info") -> str:
         self.status = text = redact(text, self._known_keys())
@@ -207,8 +228,15 @@ class ModelSwitch:
             return self._set_status(f"当前：假模型 {FAKE_MODEL}（离线、结果固定、不需要密钥）。")
         model = self.model_text.value.strip() or "（未填写）"
         lines = [f"当前：真实端点 {self.base_url_text.value.strip() or '（未填写）'} · 模型 {model} · "
-                 f"密钥：{self._key_source()}。点「测试连接」检查能否连通、模型在不在。", *self._preset_notes(model)]
+                 f"密钥：{self._key_source()}。点「测试连接」检查能否连通、模型在不在。", *self._preset_notes(model),
+                 *self._remembered(model)]
         self._set_status("\n".join(lines), "warn" if any("⚠" in line for line in lines) else "info")
+
+    def _remembered(self, model: str) -> list[str]:
+        """记忆文件里这个地址、这个模型的规矩（上一本笔记本学到的），一行。"""
+        memory = self.memory() if self.preset.key != "local" else None
+        lines = [line for line in (memory.describe() if memory else []) if line.startswith(f"{model}：")]
+        return [f"记得：{line}。想重新学，点「忘掉学到的规矩」。" for line in lines]
 
     def _preset_notes(self, model: str) -> list[str]:
         """关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
@@ -255,9 +283,27 @@ class ModelSwitch:
             return self._set_status("\n".join(lines), "error")
         lines = [f"✓ 连接成功：服务器回报的模型是 {reply.model}（用时 {time.monotonic() - started:.1f} 秒）。"]
         alias = "这次请求却成功了：有的服务接受列表以外的名字（别名）。" if listing.listed is False else ""
-        lines.append(listing.text.replace("⚠ ", "") + alias)
+        lines.append((listing.text if "已于" in listing.text else listing.text.replace("⚠ ", "")) + alias)
+        tools_line, kind = self._try_tools(client, model, keys)
+        lines.append(tools_line)
         lines += [n for n in self._preset_notes(model) if not n.startswith("⚠")]
-        return self._set_status("\n".join(lines), "ok")
+        return self._set_status("\n".join(lines), kind)
+
+    def _try_tools(self, client, model: str, keys) -> tuple[str, str]:
+        """再发一次很小的、带一个工具的请求：本系列的循环每一轮都带工具。返回（一行，状态的种类）。"""
+        try:
+            reply = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT).chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "列出当前目录里的文件"}], tools=[BASH_TOOL],
+                max_tokens=64)
+        except EndpointError as exc:
+            return "✗ 带工具的请求不行：" + exc.explanation, "error"
+        except Exception as exc:  # noqa: BLE001  连得上、普通请求也成功，只是带工具的这次失败
+            return "⚠ 带工具的请求失败：" + explain_error(exc, keys), "warn"
+        message = reply.choices[0].message if reply.choices else None
+        if message is not None and message.tool_calls:
+            return "✓ 带工具的请求也成功了：模型提出了工具调用。", "ok"
+        return ("✓ 带工具的请求也成功了，但这次模型只回了文字，没有提出工具调用（小模型常这样；循环照样能跑，"
+                "只是它不动手）。"), "ok"
 
     def __repr__(self) -> str:
         return (f"ModelSwitch(mode={self.mode!r}, preset={self.preset.label!r}, "
