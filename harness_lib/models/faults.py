@@ -26,7 +26,7 @@ FAULTS = {
     "permission": "HTTP 403：密钥有效，但没有这个模型的权限",
     "not_found": "HTTP 404：模型名不存在",
     "rate_limit": "HTTP 429：被限流，带 Retry-After 响应头",
-    "quota": "HTTP 429：余额用完（OpenAI 的 insufficient_quota），也带 Retry-After 响应头，可等多久都不会好",
+    "quota": "HTTP 429：余额用完（OpenAI 的 insufficient_quota），也带 Retry-After 响应头，但等多久都不会好",
     "server": "HTTP 500：服务器内部错误",
     "unavailable": "HTTP 503：服务器暂时不可用（过载）",
     "timeout": "迟迟不回应，直到客户端超时放弃",
