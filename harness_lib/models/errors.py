@@ -71,7 +71,8 @@ def says(*words: str, codes: tuple[str, ...] = (), status: tuple[int, ...] | Non
 
 class ErrorRule(NamedTuple):
     """错误分类表的一行。`match` 是异常类型或 `status(...)`、`says(...)`；`head` 可以引用 `{host}`、`{status}`、
-    `{snippet}`（回复的开头）、`{message}`、`{type}`、`{first_line}`、`{limit}`（超时的是哪一条上限、多少秒）；`server_words`：要不要附上服务器原话。"""
+    `{snippet}`（回复的开头）、`{message}`、`{type}`、`{first_line}`、`{limit}`（超时的是哪一条上限、多少秒）；
+    `server_words`：要不要附上服务器原话。"""
 
     match: Any
     kind: str
