@@ -44,6 +44,8 @@ KINDS = {"auth", "permission", "not_found", "rate_limit", "server", "timeout", "
 
 # 服务商的原话（出处见 harness_lib.models.quirks.QUIRKS 和各行的注释）
 BALANCE = (402, "Insufficient Balance", "invalid_request_error")
+# OpenAI 的余额用完是 429（NVIDIA-NeMo/Guardrails#371、openai-python#1671 里的原话）
+QUOTA = (429, "You exceeded your current quota, please check your plan and billing details.", "insufficient_quota")
 UNKNOWN_MODEL = (400, "Model Not Exist", "invalid_request_error")  # DeepSeek，出处见 errors.py 里那一行的注释
 INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
 CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
@@ -69,7 +71,7 @@ REASONING = (400, "The reasoning_content in the thinking mode must be passed bac
 TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role "tool" must be a response '
                   'to a preceeding message with "tool_calls".', "invalid_parameter_error")
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
-PROVIDER_CASES = [BALANCE, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, TOOLS_RESPONSES_ONLY, NO_NONE,
+PROVIDER_CASES = [BALANCE, QUOTA, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, TOOLS_RESPONSES_ONLY, NO_NONE,
                   NO_THINKING_PARAM,
                   THINKING_ONLY, THINKING, REASONING,
                   TOOL_PAIR, VLLM_TOOLS, ZHIPU_CHOICE, NO_CONTENT]
@@ -149,8 +151,9 @@ def test_each_row_is_reachable_and_explained():
 
 def test_retry_policy_names_the_retried_rows():
     retried = [rule for rule in ERROR_TABLE if rule.sdk_retries]
+    # balance：OpenAI 的 insufficient_quota 是 429，SDK 照样重试（切换器的客户端不重试，见 test_deadlines.py）
     assert {rule.kind for rule in retried} == {"timeout", "certificate", "connection", "rate_limit", "server", "other",
-                                               "request_shape"}
+                                               "request_shape", "balance"}
     assert RETRY_POLICY == {"max_retries": 2, "timeout": 60}
 
 
@@ -238,6 +241,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("404 路径不对", "not_found", _over_mock(_status(404, "Invalid URL (POST /v2/chat/completions)"))),
         ("400 DeepSeek 的 Model Not Exist", "not_found", _over_mock(_status(*UNKNOWN_MODEL))),
         ("429", "rate_limit", _over_http(fault_server, "rate_limit")),
+        ("429 余额用完", "balance", _over_http(fault_server, "quota")),
         ("500", "server", _over_http(fault_server, "server")),
         ("503", "server", _over_http(fault_server, "unavailable")),
         ("400 工具消息不成对", "bad_request", _over_http(fault_server, "ok", messages=broken)),
@@ -312,7 +316,12 @@ def test_explain_connection_errors():
     text = explain_error(openai.APIConnectionError(request=request))
     assert text.startswith("无法连接") and "https://api.example.com" in text
     text = explain_error(openai.APITimeoutError(request=request))
-    assert text.startswith("超时") and "60 秒" in text and "空行" in text
+    assert text.startswith("超时") and "秒" not in text, "不知道是哪一条上限时，不编一个秒数"
+    # 说的是这次请求自己的上限：SDK 把客户端的 timeout 写进请求的 extensions
+    timed = httpx2.Request("POST", URL, extensions={"timeout": {"connect": 7, "read": 7, "write": 7, "pool": 7}})
+    timeout = openai.APITimeoutError(request=timed)
+    timeout.__cause__ = httpx2.ReadTimeout("timed out", request=timed)
+    assert "读超时是 7 秒" in explain_error(timeout)
 
 
 def test_explain_other_errors_first_line_only():

@@ -60,6 +60,7 @@ CASES = [
     ("permission", "permission", openai.PermissionDeniedError, 1),
     ("not_found", "not_found", openai.NotFoundError, 1),
     ("rate_limit", "rate_limit", openai.RateLimitError, 1),
+    ("quota", "balance", openai.RateLimitError, 1),
     ("server", "server", openai.InternalServerError, 1),
     ("unavailable", "server", openai.InternalServerError, 1),
     ("timeout", "timeout", openai.APITimeoutError, 1),
@@ -430,7 +431,9 @@ def test_a_dead_proxy_is_a_connection_error(fault_server):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["空行", "keep-alive 注释"])
 def test_a_server_that_trickles_keep_alive_bytes_is_cut_at_the_deadline(stream):
-    """排队的服务器（DeepSeek 的做法）一直发空行或 SSE 注释：读超时永远不触发，墙上时钟的截止时间会。"""
+    """排队的服务器（DeepSeek 的做法）一直发空行或 SSE 注释：读超时永远不触发，墙上时钟的上限会。
+    非流式按每次尝试的截止时间断开；流式按多久没有新事件断开（注释不是事件）。"""
+    from harness_lib.models.net import DeadlineHttpClient
     from harness_lib.ui.clients import real_client
 
     server = start_fault_server("keepalive", delay=4)
@@ -444,7 +447,11 @@ def test_a_server_that_trickles_keep_alive_bytes_is_cut_at_the_deadline(stream):
         assert time.monotonic() - started > 3.5, "只有读超时的客户端等满了 4 秒：每个空行都让读超时重新计时"
         from harness_lib.models.streaming import stream_turn
 
-        client = real_client(server.base_url, "x", deadline=0.6).with_options(max_retries=1)
+        if stream:  # 切换器的客户端的沉默上限是 STREAM_SILENCE；这里换一个 0.6 秒的
+            client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=1,
+                                   http_client=DeadlineHttpClient(silence=0.6))
+        else:
+            client = real_client(server.base_url, "x", deadline=0.6).with_options(max_retries=1)
         started = time.monotonic()
         with pytest.raises(EndpointError) as info:
             if stream:  # 流已经开始：SDK 不重试，stream_turn 说明流断了

@@ -60,3 +60,12 @@ def test_main_line_reads_within_its_budget(name):
     cells = [c for c in nb.cells if c.get("id") in ids]
     total = minutes(cells, seen_before(name)) + output_minutes(cells)
     assert total <= BUDGETS[name], f"{name} 的主线估计要 {total:.1f} 分钟，预算 {BUDGETS[name]} 分钟"
+
+
+def test_07_prints_the_deadline_of_the_client_in_use():
+    """07 的说明写的是所用客户端自己的上限：0.2 秒的客户端说 0.2 秒、截止 0.5 秒的说 0.5 秒，不是常量 60；
+    余额用完的 429，切换器的客户端只发一次。"""
+    text = outputs_text(executed(next(p for p in PATHS if p.stem == "07_endpoint_faults")).nb)
+    assert "读超时是 0.2 秒" in text and "每次尝试最多等 0.5 秒" in text
+    assert "最多等 60 秒" not in text
+    assert "余额用完了（HTTP 429，insufficient_quota）" in text

@@ -1,5 +1,6 @@
 """调一次模型，和它的几个上限：`call_model`、每次回答的 `MAX_TOKENS`、SDK 的重试与超时 `RETRY_POLICY`、
-每次尝试的墙上时钟上限 `CALL_DEADLINE`（由 `net.DeadlineHttpClient` 执行）。出错时的中文说明在 `errors`。"""
+墙上时钟的三条上限 `ATTEMPT_DEADLINE`、`STREAM_SILENCE`、`CALL_CEILING`（定义在 `net`，由 `net.DeadlineHttpClient` 执行）。
+出错时的中文说明在 `errors`。"""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import json
 import openai
 
 from .errors import bad_reply, classify, from_sdk
-from .net import CALL_DEADLINE
+from .net import ATTEMPT_DEADLINE, CALL_CEILING, STREAM_SILENCE
 
-__all__ = ["CALL_DEADLINE", "MAX_TOKENS", "RETRY_POLICY", "call_model"]
+__all__ = ["ATTEMPT_DEADLINE", "CALL_CEILING", "MAX_TOKENS", "RETRY_POLICY", "STREAM_SILENCE", "call_model"]
 
 # 真实端点的客户端设置：失败后 SDK 自动重试 2 次，连接、读、写每一步最多等 60 秒（不是整个请求的总时长）。
 # SDK 只重试 `ERROR_TABLE` 里 `sdk_retries` 为真的那几行；两次之间先看 Retry-After，没有就 0.5、1、2…… 秒退避。

@@ -14,7 +14,7 @@ import openai
 
 from ..safety.secrets import redact
 from ..text import one_line, shorten
-from .net import CALL_DEADLINE
+from .net import what_timed_out
 
 
 class SwitchConfigError(ValueError):
@@ -77,7 +77,8 @@ def says(*words: str, codes: tuple[str, ...] = (), status: tuple[int, ...] | Non
 
 class ErrorRule(NamedTuple):
     """错误分类表的一行。`match` 是异常类型或 `status(...)`、`says(...)`；`head` 可以引用 `{host}`、`{status}`、
-    `{snippet}`（回复的开头）、`{message}`、`{type}`、`{first_line}`；`server_words`：要不要附上服务器原话。"""
+    `{snippet}`（回复的开头）、`{message}`、`{type}`、`{first_line}`、`{limit}`（超时的是哪一条上限、多少秒）；
+    `server_words`：要不要附上服务器原话。"""
 
     match: Any
     kind: str
@@ -99,9 +100,9 @@ _OTHER_STATUS = "服务器返回了错误（HTTP {status}）。"
 
 ERROR_TABLE = [
     # 顺序要紧，越具体的越靠前：超时是连接错误的子类，4xx 的具体类都是 APIStatusError 的子类
-    ErrorRule(openai.APITimeoutError, "timeout", f"超时：{{host}} 在规定时间内没有给出完整的回复（每次尝试最多等 {CALL_DEADLINE} 秒，"
-              "服务器排队时一直发空行保持连接也算在内）。请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。",
-              True, False),
+    # {limit} 是这次请求自己的上限（net.what_timed_out），不是常量：0.2 秒的客户端就说 0.2 秒
+    ErrorRule(openai.APITimeoutError, "timeout", "超时：{host} 没有在规定时间内给出完整的回复：{limit}。"
+              "请检查网络或代理，稍后再试；本地服务请确认它已经启动、没有卡住。", True, False),
     ErrorRule(lambda exc: isinstance(exc, openai.APIConnectionError) and certificate_failure(exc), "certificate",
               "证书校验失败（CERTIFICATE_VERIFY_FAILED）：{host} 出示的证书不是本机信任的机构签发的。校园网、公司网络的代理"
               "常常这样替换证书。办法：向网络管理员要代理的根证书文件，启动 Jupyter 之前把环境变量 SSL_CERT_FILE 设成它的路径。"
@@ -113,6 +114,13 @@ ERROR_TABLE = [
     ErrorRule(says("insufficient balance", "insufficient_balance", "arrearage", status=(402, 400, 403)), "balance",
               "余额不足或欠费（HTTP {status}）：账户里没钱了，重试没用。到服务商控制台充值，或换一个有余额的密钥。",
               False, True),
+    # OpenAI 余额用完回 429（不是 402），code 和 type 都是 insufficient_quota，原话 “You exceeded your current quota,
+    # please check your plan and billing details.”（platform.openai.com/docs/guides/error-codes；openai-python#1671、
+    # mindsdb/anton#284，2026-07；核对 2026-12-06）。SDK 把 429 都当限流照样重试（这一列记的是它）；切换器的客户端不重试
+    # （net.no_retry_when_quota_is_gone）
+    ErrorRule(says("insufficient_quota", "exceeded your current quota", status=(429,)), "balance",
+              "余额用完了（HTTP {status}，insufficient_quota）：这不是请求太快，等多久、重试几次都不会好。"
+              "到服务商控制台的账单页充值或提高额度上限，或换一个有余额的密钥。", True, True),
     # 没有这个模型：OpenAI、vLLM、百炼兼容模式 404 “… does not exist …”；DeepSeek 400 “Model Not Exist”；
     # 月之暗面 404 “Not found the model”；智谱 400 业务码 1211；硅基流动 400 code 20012。
     # 出处：openai-agents-python#458、Qwen3#20、LangBot#1643、OpenDeepWiki#308、docs.bigmodel.cn/cn/faq/api-code、
@@ -261,7 +269,8 @@ def explain_error(exc, key=None) -> str:
     reply = getattr(exc, "body", None) if isinstance(exc, openai.APIError) else getattr(exc, "doc", "")
     text = rule.head.format(host=_host_of(exc) or "服务器",
                             status=getattr(exc, "status_code", "?"), snippet=_snippet(reply or "", key),
-                            message=str(exc), type=type(exc).__name__, first_line=_first_line(exc))
+                            message=str(exc), type=type(exc).__name__, first_line=_first_line(exc),
+                            limit=what_timed_out(exc))
     if rule.server_words:
         message = _said(exc)[2]
         words = _first_line(message if message.strip() else getattr(exc, "message", None) or exc)

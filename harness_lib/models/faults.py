@@ -26,6 +26,7 @@ FAULTS = {
     "permission": "HTTP 403：密钥有效，但没有这个模型的权限",
     "not_found": "HTTP 404：模型名不存在",
     "rate_limit": "HTTP 429：被限流，带 Retry-After 响应头",
+    "quota": "HTTP 429：余额用完（OpenAI 的 insufficient_quota），也带 Retry-After 响应头，但等多久都不会好",
     "server": "HTTP 500：服务器内部错误",
     "unavailable": "HTTP 503：服务器暂时不可用（过载）",
     "timeout": "迟迟不回应，直到客户端超时放弃",
@@ -60,6 +61,11 @@ _STATUS = {
                   "invalid_request_error", "model_not_found", None),
     "rate_limit": (429, "Rate limit reached for requests. Please try again later.", "requests",
                    "rate_limit_exceeded", _RETRY),
+    # OpenAI 的余额用完：429，type 和 code 都是 insufficient_quota（platform.openai.com/docs/guides/error-codes；
+    # 原话见 NVIDIA-NeMo/Guardrails#371、openai-python#1671，核对 2026-12-06）
+    "quota": (429, "You exceeded your current quota, please check your plan and billing details. For more "
+                   "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+              "insufficient_quota", "insufficient_quota", _RETRY),
     "server": (500, "The server had an error while processing your request. Sorry about that!", "server_error",
                None, _RETRY),
     "unavailable": (503, "The engine is currently overloaded, please try again later.", "server_error", None,

@@ -19,6 +19,7 @@ from openai.types.chat import ChatCompletion
 from .messages import as_dict
 from .call import call_model
 from .errors import EndpointError, classify, explain_error
+from .net import what_timed_out
 
 _HEAD = ("id", "created", "model", "system_fingerprint")
 _NO_REQUEST = httpx2.Request("POST", "http://stream.invalid/v1/chat/completions")  # 录像里的错误块没有请求
@@ -26,7 +27,12 @@ _NO_REQUEST = httpx2.Request("POST", "http://stream.invalid/v1/chat/completions"
 
 def stream_cut(received: int, exc: BaseException | None = None) -> EndpointError:
     """流没有正常结束：半条消息不能放进 messages。这句说明只写在这里。"""
-    why = f"SDK 报告 {type(exc).__name__}：{exc}" if exc is not None else "始终没有出现 finish_reason"
+    if exc is None:
+        why = "始终没有出现 finish_reason"
+    elif isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):  # 哪一条上限、多少秒：客户端自己的
+        why = f"客户端不再等了：{what_timed_out(exc)}"
+    else:
+        why = f"SDK 报告 {type(exc).__name__}：{exc}"
     return EndpointError("stream_cut", f"流式回复没有正常结束：收到 {received} 块后流就停了，{why}。"
                          "已经收到的只是半条消息，不能放进 messages。常见原因是网络中断、代理或网关超时、"
                          "服务端中途出错；重新运行这一格即可重试。", original=exc)

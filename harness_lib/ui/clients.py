@@ -18,7 +18,7 @@ import pandas as pd
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from ..models.call import CALL_DEADLINE, RETRY_POLICY
+from ..models.call import ATTEMPT_DEADLINE, RETRY_POLICY
 from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
@@ -376,16 +376,16 @@ def _report(model, fixes: list[_Fix], outcome: str) -> None:
 
 
 def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
-                deadline: float = CALL_DEADLINE, memory: Memory | None = None) -> PresetClient:
+                deadline: float = ATTEMPT_DEADLINE, memory: Memory | None = None) -> PresetClient:
     """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
-    每次尝试最多 `deadline` 秒收完回复（`DeadlineHttpClient`）；OpenAI 的地址上，GPT-5、GPT-6 系列和 o 系列一开始就发
-    `max_completion_tokens`。"""
+    非流式每次尝试最多 `deadline` 秒收完回复，流式回复按 `STREAM_SILENCE`、`CALL_CEILING` 断开（`DeadlineHttpClient`）；
+    OpenAI 的地址上，GPT-5、GPT-6 系列和 o 系列一开始就发 `max_completion_tokens`。"""
     host = (urlsplit(base_url).hostname or "").lower()
     on_openai = host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
                         completion_tokens_prefixes=COMPLETION_TOKENS_PREFIXES if on_openai else (),
                         no_reasoning_prefixes=TOOLS_WITHOUT_REASONING_PREFIXES if on_openai else (),
-                        http_client=DeadlineHttpClient(seconds=deadline), memory=memory,
+                        http_client=DeadlineHttpClient(attempt=deadline), memory=memory,
                         **RETRY_POLICY)
 
 
