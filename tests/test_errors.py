@@ -47,6 +47,8 @@ BALANCE = (402, "Insufficient Balance", "invalid_request_error")
 # OpenAI 的余额用完是 429（NVIDIA-NeMo/Guardrails#371、openai-python#1671 里的原话）
 QUOTA = (429, "You exceeded your current quota, please check your plan and billing details.", "insufficient_quota")
 UNKNOWN_MODEL = (400, "Model Not Exist", "invalid_request_error")  # DeepSeek，出处见 errors.py 里那一行的注释
+UNKNOWN_MODEL_NOW = (400, "The supported API model names are deepseek-flash, deepseek-v4-pro, but you passed "
+                          "deepseek-chat.", "invalid_request_error")  # DeepSeek 2026-09 起的说法
 INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspection_failed")
 CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
 THINKING = (400, "parameter.enable_thinking must be set to false for non-streaming calls", "invalid_parameter_error")
@@ -240,6 +242,7 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("404 没有这个模型", "not_found", _over_http(fault_server, "not_found")),
         ("404 路径不对", "not_found", _over_mock(_status(404, "Invalid URL (POST /v2/chat/completions)"))),
         ("400 DeepSeek 的 Model Not Exist", "not_found", _over_mock(_status(*UNKNOWN_MODEL))),
+        ("400 DeepSeek 现在的说法", "not_found", _over_mock(_status(*UNKNOWN_MODEL_NOW))),
         ("429", "rate_limit", _over_http(fault_server, "rate_limit")),
         ("429 余额用完", "balance", _over_http(fault_server, "quota")),
         ("500", "server", _over_http(fault_server, "server")),

@@ -357,8 +357,9 @@ def test_unknown_model_answers_like_deepseek_and_listed_names_work(fault_server)
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="deepseek-chat", messages=_conversation())
     assert info.value.status_code == 400
-    assert info.value.body == PROVIDER_BODIES["unknown_model"]  # DeepSeek 的原话，不是 404 model_not_found
-    assert "Model Not Exist" in explain_error(info.value)
+    said = "The supported API model names are deepseek-flash, deepseek-v4-pro, but you passed deepseek-chat."
+    assert info.value.body == {**PROVIDER_BODIES["unknown_model"], "message": said}  # DeepSeek 的原话，不是 404
+    assert said in explain_error(info.value) and "找不到这个模型" in explain_error(info.value)
     listed = MODELS["unknown_model"][0]
     assert client.chat.completions.create(model=listed, messages=_conversation()).choices[0].message is not None
 

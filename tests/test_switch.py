@@ -252,7 +252,8 @@ def test_wrong_key_on_models_list_does_not_hide_the_chat_error(server):
 
 
 def test_retired_deepseek_name_over_the_fault_server(fault_server):
-    """DeepSeek 的说法（HTTP 400 “Model Not Exist”）经真正的 HTTP：说明是模型名的问题，并建议名单里的名字。"""
+    """DeepSeek 现在的说法（HTTP 400 “The supported API model names are …”）经真正的 HTTP：说明是模型名的问题，
+    并建议名单里的名字。"""
     from harness_lib.models.faults import FAULTS
 
     if "unknown_model" not in FAULTS:
@@ -261,7 +262,7 @@ def test_retired_deepseek_name_over_the_fault_server(fault_server):
     use_endpoint(sw, fault_server.url("unknown_model"), model="deepseek-chat")
     type_key(sw, KEY)
     text = sw.test_connection()
-    assert text.startswith("✗") and "找不到这个模型（HTTP 400）" in text and "Model Not Exist" in text
+    assert text.startswith("✗") and "找不到这个模型（HTTP 400）" in text and "but you passed deepseek-chat" in text
     assert "相近的有：" in text and not leaks(text)
 
 

@@ -121,11 +121,14 @@ ERROR_TABLE = [
     ErrorRule(says("insufficient_quota", "exceeded your current quota", status=(429,)), "balance",
               "余额用完了（HTTP {status}，insufficient_quota）：这不是请求太快，等多久、重试几次都不会好。"
               "到服务商控制台的账单页充值或提高额度上限，或换一个有余额的密钥。", True, True),
-    # 没有这个模型：OpenAI、vLLM、百炼兼容模式 404 “… does not exist …”；DeepSeek 400 “Model Not Exist”；
+    # 没有这个模型：OpenAI、vLLM、百炼兼容模式 404 “… does not exist …”；DeepSeek 400 “Model Not Exist”，
+    # 2026-09 起是 “The supported API model names are deepseek-flash, deepseek-v4-pro, but you passed X”
+    # （interview-coder-cn#87，2026-09-20）；
     # 月之暗面 404 “Not found the model”；智谱 400 业务码 1211；硅基流动 400 code 20012。
     # 出处：openai-agents-python#458、Qwen3#20、LangBot#1643、OpenDeepWiki#308、docs.bigmodel.cn/cn/faq/api-code、
     # docs.siliconflow.cn/en/faqs/error-code（核对 2026-12-01）
     ErrorRule(says("model not exist", "model does not exist", "does not exist or you do not have access",
+                   "supported api model names are",
                    "` does not exist",  # vLLM、Ollama：“The model `x` does not exist.”
                    "not found the model", "模型不存在",
                    codes=("model_not_found", "modelnotfound", "1211", "20012"), status=(400, 404)), "not_found",

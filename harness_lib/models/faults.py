@@ -36,7 +36,7 @@ FAULTS = {
     "no_choices": "HTTP 200，合法的 JSON，但 choices 是空列表",
     "stream_cut": "流式回复发了几块就结束了，没有 finish_reason，也没有 [DONE]",
     "flaky": "时好时坏：每三个请求里的第三个回 HTTP 503，其余由离线假模型正常回答",
-    "unknown_model": "HTTP 400 “Model Not Exist”（DeepSeek 的说法）：模型名不在 /models 的名单里；名单里的名字正常回答",
+    "unknown_model": "HTTP 400 “The supported API model names are …, but you passed …”（DeepSeek 现在的说法）：模型名不在 /models 的名单里；名单里的名字正常回答",
     "context_length": "token（估算）加上 max_tokens 超过 CONTEXT_LIMIT 时回 HTTP 400（DeepSeek 的原话），否则正常回答",
     "keepalive": "排队：HTTP 200 之后每 0.2 秒发一个空行（流式请求发 \": keep-alive\" 注释），delay 秒后才给出回答；"
                  "每一个字节都让读超时重新计时，DeepSeek 负载高时就这样（它的限流说明：最多等 10 分钟）",
@@ -72,12 +72,13 @@ _STATUS = {
                     _RETRY),
 }
 
-# DeepSeek 现在的模型名（模型与价格页 https://api-docs.deepseek.com/zh-cn/quick_start/pricing ，核对 2026-12-01）
-MODELS = {"unknown_model": ["deepseek-flash", "deepseek-v4-flash", "deepseek-v4-pro"]}
+# DeepSeek 现在列出的模型名（模型与价格页 https://api-docs.deepseek.com/zh-cn/quick_start/pricing ；
+# deepseek-v4-flash 2026-09-10 起不再列出，models.dev#6721；核对 2026-12-06）
+MODELS = {"unknown_model": ["deepseek-flash", "deepseek-v4-pro"]}
 PROVIDER_BODIES = {name: error_body(message, code="invalid_request_error") for name, message in {
-    # 不存在或已下线的模型名 → 400（不是 404）。https://github.com/langbot-app/LangBot/issues/1643（2025-09）、
-    # https://github.com/deepwn/addi/issues/13（2026-03），核对 2026-12-01
-    "unknown_model": "Model Not Exist",
+    # 不存在或已下线的模型名 → 400（不是 404）。以前是 “Model Not Exist”（LangBot#1643，2025-09）；2026-09 起
+    # 说出它收哪些名字（interview-coder-cn#87，2026-09-20；kolega-code#695，2026-09-10），核对 2026-12-06
+    "unknown_model": "The supported API model names are {names}, but you passed {model}.",
     # 上下文超长 → 400，messages 和 max_tokens 加在一起算。https://github.com/NoFxAiOS/nofx/issues/1278（2025-12）、
     # https://github.com/evalstate/fast-agent/issues/621（2026-01），核对 2026-12-01
     "context_length": "This model's maximum context length is {limit} tokens. However, you requested {total} "
@@ -170,7 +171,10 @@ class FaultHandler:
         if fault == "stream_cut":
             return cut_stream(self.ok(request), 5)
         if fault == "unknown_model" and body.get("model") not in MODELS["unknown_model"]:
-            return json_response(400, {"error": dict(PROVIDER_BODIES["unknown_model"])})
+            error = dict(PROVIDER_BODIES["unknown_model"])
+            error["message"] = error["message"].format(names=", ".join(MODELS["unknown_model"]),
+                                                       model=body.get("model"))
+            return json_response(400, {"error": error})
         prompt = _estimate(body)
         completion = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
         if fault == "context_length" and prompt + completion > CONTEXT_LIMIT:

@@ -111,6 +111,9 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("moonshot_usage_in_choice", "月之暗面", "流式输出的用量不在块的顶层，而在最后一块的 choices[0].usage 里。",
           _GH + "earendil-works/pi/issues/2017",
           versions="moonshot-v1-* 起（2024-06 的报告）到 Kimi K2.5（2026-03 的报告）；未在官方文档核实",
+          status=FIXED, fixed_in="报告里的两族模型（moonshot-v1-*、kimi-k2.5）2026-08-31 下线；现行的 kimi-k2.6、kimi-k3 "
+                                 "没有见到这样的报告（核对 2026-12-06）",
+          why_keep="兼容 Moonshot 格式的转发服务和旧的本地部署还可能这样发；拼流时两处都看，对谁都无害。",
           refs=(_GH + "northes/go-moonshot/issues/17",)),
     Quirk("empty_choices_first", "多家（Azure OpenAI 等）", "流的第一块 choices 是空列表（内容过滤的提示块）。",
           _GH + "seratch/ChatGPT-in-Slack/pull/49",

@@ -63,10 +63,11 @@ class Preset:
 
 
 PRESETS = [
-    # 百炼：qwen-plus 混合思考、默认不开；开源版 Qwen3 默认开着，非流式调用会回 400（“enable_thinking must be set
+    # 百炼：2026-10-10 下线了 qwen-turbo、qwen-vl-max、qwen-vl-plus、qwq-plus、qvq-max（以前这里引的 QwQ 页随之作废），
+    # 出处改成模型列表页。qwen-plus 混合思考、默认不开；开源版 Qwen3 默认开着，非流式调用会回 400（“enable_thinking must be set
     # to false for non-streaming calls”，https://www.alibabacloud.com/help/zh/model-studio/deep-thinking ）。
     Preset("dashscope", "阿里云百炼 DashScope", "https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus",
-           source="https://help.aliyun.com/zh/model-studio/qwq", checked=PRESETS_CHECKED,
+           source="https://help.aliyun.com/zh/model-studio/models", checked="2026-12-06",
            extra_body={"enable_thinking": False},
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400；"
                     "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传；它们只收流式调用，客户端替它们在底下流式调用"),
