@@ -338,3 +338,73 @@ def test_a_call_whose_retries_all_failed_is_one_error_that_replays_as_the_same_e
         ReplayClient(tmp_path / "failed.jsonl").chat.completions.create(model=MODEL, messages=messages)
     if fault != "timeout":
         assert info.value.status_code == int(fault)
+
+
+# ---------------------------------------------------------------------------
+# 经过切换器的客户端录制：预设的字段和学到的规矩照样生效，录像离线回放
+# ---------------------------------------------------------------------------
+
+# 预设 → 它的服务商替身（怪脾气）和模型名；百炼那一行是只会思考、只收流式调用的模型
+STAND_INS = {"deepseek": ("deepseek_thinking", None), "openai": ("openai_tools_reasoning", None),
+             "dashscope": ("dashscope_thinking_only", "qwen3-235b-a22b-thinking-2507")}
+
+
+@pytest.mark.parametrize("key", sorted(STAND_INS))
+def test_a_recording_through_the_switch_client_carries_its_fixes_and_replays(key, workspace, tmp_path, capsys):
+    """录制走切换器的客户端（`real_client`）本身：预设的 extra_body 在每个请求里，客户端从 400 里学到的规矩
+    录制时照样生效；被它改好重发的那次拒绝不单占一行。录像离线回放，得到同样的对话记录。"""
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import PRESETS_BY_KEY, real_client
+
+    preset = PRESETS_BY_KEY[key]
+    quirk, model = STAND_INS[key]
+    model = model or preset.model
+    server = start_quirk_server(quirk)
+    try:
+        recorder = Recorder(real_client(server.base_url, SENTINEL, preset.extra_body))
+        recorded = [{"role": "user", "content": TASK}]
+        answer = agent_loop(recorded, client=recorder, model=model)
+        path = recorder.save(tmp_path / f"{key}.jsonl")
+        sent = list(server.handler.requests)
+    finally:
+        server.close()
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool", "assistant"] and answer
+    calls = load_calls(path)
+    assert [c["call"] for c in calls] == [1, 2], "一次 create() 一行：改好重发的只留最后一次"
+    assert all("error" not in c and c["stream"] is False for c in calls)
+    for field, value in (preset.extra_body or {}).items():
+        if key != "dashscope":  # 只会思考的模型：客户端学会了不再替它传 enable_thinking
+            assert all(c["request"].get(field) == value for c in calls), f"录下的请求带着预设的 {field}"
+    if key == "openai":
+        assert all("max_tokens" not in c["request"] and c["request"]["max_completion_tokens"] == 512
+                   and c["request"]["reasoning_effort"] == "none" for c in calls)
+        assert [e["param"] for e in calls[0]["fixed_by_client"]] == ["max_tokens", "reasoning_effort"]
+        assert len(sent) == 4 and "fixed_by_client" not in calls[1], "学到的规矩第二次一开始就用上"
+    if key == "dashscope":
+        assert all(c.get("streamed_by_client") and "enable_thinking" not in c["request"] for c in calls)
+        assert len(calls[0]["fixed_by_client"]) == 2 and all(b.get("stream") for b in sent[2:])
+        assert recorded[1]["reasoning_content"], "在底下流式拼回的回复带着思维链"
+    if key == "deepseek":
+        assert len(sent) == 2 and "reasoning_content" not in json.dumps(calls)
+    assert SENTINEL not in path.read_text(encoding="utf-8")
+    out = capsys.readouterr().out
+    replay = ReplayClient(path)
+    again = [{"role": "user", "content": TASK}]
+    assert agent_loop(again, client=replay, model=replay.model) == answer
+    assert again == recorded and replay.remaining == 0, "回放完全离线，记录和录制时一样"
+    assert capsys.readouterr().out == "", "回放时没有重发，也没有提示"
+    if key != "deepseek":
+        assert "这一次已经" in out, "录制时客户端照常说明它改了什么"
+
+
+def test_a_recorder_on_a_scripted_fake_keeps_its_script_and_trust():
+    """离线的假模型：录制经过它自己的副本，脚本是同一份，副本和原来的一样可信。"""
+    from harness_lib.safety.trust import trusted
+
+    fake = FakeClient(script=[text_reply("一"), text_reply("二")])
+    recorder = Recorder(fake)
+    assert recorder.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}]
+                                            ).choices[0].message.content == "一"
+    assert fake.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}]
+                                        ).choices[0].message.content == "二"
+    assert trusted(recorder.client) and len(recorder.calls) == 1

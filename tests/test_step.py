@@ -188,23 +188,41 @@ def test_a_reply_without_a_message_gets_the_projects_explanation(fault, kind, fa
     assert "这次：端点没有给出回复" in capsys.readouterr().out
 
 
-def test_chat_returns_the_sdk_response_and_sticks_to_the_fallback(capsys):
-    """Chat.ask 交回 ChatCompletion；换成假模型以后，后面的每一步都由同一个假模型接着答，笔记本不用分两条路写。"""
+def test_chat_falls_back_for_one_step_and_asks_the_chosen_model_again(fault_server, capsys):
+    """Chat.ask 交回 ChatCompletion；【脚本示范】只替这一步：下一步照样先问所选模型（真的发出了请求），
+    替补是同一个假模型，构造时给的脚本接着往下用。"""
     from harness_lib import Chat
 
-    dead = real(closed_port_url())
+    fault_server.reset()
+    down = real(fault_server.url("unavailable"))
     script = [tool_reply(scripted_call("bash", {"command": "ls"})), text_reply("有 app.py。")]
-    chat = Chat(dead, "m", script=script)
+    chat = Chat(down, "m", script=script)
     first = chat.ask(ASK, want="bash", tools=TOOLS)
     assert first.choices[0].message.tool_calls[0].function.name == "bash"
-    assert chat.scripted and isinstance(chat.client, FakeClient) and chat.client is not dead
-    assert chat.last.error is not None and chat.last.error.kind == "connection"
+    assert chat.client is down and chat.model == "m", "所选的客户端和模型不换"
+    assert chat.last.error is not None and chat.last.error.kind == "server"
+    assert chat.scripted_replies == [first.choices[0].message.model_dump(exclude_none=True)]
     messages = [*ASK, first.choices[0].message.model_dump(exclude_none=True),
                 {"role": "tool", "tool_call_id": first.choices[0].message.tool_calls[0].id, "content": "app.py"}]
     second = chat.ask(messages, tools=TOOLS)
-    assert second.choices[0].message.content == "有 app.py。", "第二步接着用同一个脚本"
+    assert fault_server.hits["unavailable"] == 2, "第二步又问了一次所选模型"
+    assert second.choices[0].message.content == "有 app.py。", "替补接着用同一个脚本"
     out = capsys.readouterr().out
-    assert out.count("端点没有给出回复") == 1 and "【脚本示范】" in out
+    assert out.count("端点没有给出回复") == 2 and "下一步照样先问所选模型" in out
+
+
+def test_after_a_fallback_the_next_step_is_the_chosen_models_own_reply(capsys):
+    """所选模型这一步没给出要的（只回文字），【脚本示范】替它；下一步它给得出，回复就是它自己的。"""
+    from harness_lib import Chat
+
+    talker = FakeClient(model="fake-talk-only")
+    chat = Chat(talker, "fake-talk-only")
+    chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
+    assert chat.last.scripted and len(chat.scripted_replies) == 1
+    reply = chat.ask(ASK, want="text", tools=TOOLS, quiet=True)
+    assert not chat.last.scripted and chat.last.client is talker
+    assert "fake-talk-only" in reply.choices[0].message.content
+    assert talker.last_request["max_tokens"] == MAX_TOKENS and len(chat.scripted_replies) == 1
 
 
 def test_chat_keeps_the_chosen_model_while_it_answers():
@@ -213,16 +231,19 @@ def test_chat_keeps_the_chosen_model_while_it_answers():
     client = FakeClient()
     chat = Chat(client, client.model)
     reply = chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
-    assert not chat.scripted and chat.client is client and reply is chat.last.response
+    assert not chat.last.scripted and not chat.scripted_replies
+    assert chat.client is client and reply is chat.last.response
     assert client.last_request["max_tokens"] == MAX_TOKENS
 
 
-def test_a_loop_run_on_the_stand_in_is_labelled(capsys):
-    """Chat 已经换成【脚本示范】的假模型以后，用它跑循环：“这次”那行也标着【脚本示范】。"""
+def test_a_loop_after_a_fallback_step_runs_on_the_chosen_model(capsys):
+    """Chat 的一步走了【脚本示范】以后，用 chat.client 跑循环：跑的是所选模型，“这次”那行不标【脚本示范】。"""
     from harness_lib import Chat
 
-    chat = Chat(real(closed_port_url()), "m")
-    chat.ask(ASK, want="bash", tools=TOOLS, quiet=True)
-    assert chat.scripted
-    run_loop(agent_loop, [*ASK], client=chat.client, model=chat.model)
-    assert capsys.readouterr().out.startswith("【脚本示范】这次：模型回复了")
+    client = FakeClient()
+    chat = Chat(client, client.model)
+    chat.ask(ASK, want=lambda message: False, tools=TOOLS, quiet=True)
+    assert chat.last.scripted and chat.client is client
+    run = run_loop(agent_loop, [*ASK], client=chat.client, model=chat.model)
+    assert not run.scripted and run.client is client
+    assert capsys.readouterr().out.startswith("这次：模型回复了")

@@ -386,3 +386,65 @@ def test_a_direct_sdk_call_on_the_series_clients_is_marked_too():
     (turn,) = view.turns.values()
     assert (turn.prompt_tokens, turn.completion_tokens) == (reply.usage.prompt_tokens, reply.usage.completion_tokens)
     assert turn.finish_reason == reply.choices[0].finish_reason
+
+
+# ---------------------------------------------------------------------------
+# 标题说回复来自谁：所选模型，还是【脚本示范】
+# ---------------------------------------------------------------------------
+
+
+def test_a_loop_table_says_whose_replies_it_shows(tmp_path, monkeypatch):
+    """run_loop 换【脚本示范】重跑时，表的标题和每条假模型的助手消息都标出来；下一格所选模型自己跑通，标题说是它。"""
+    from harness_lib import FakeClient, agent_loop, run_loop
+
+    monkeypatch.chdir(tmp_path)
+    talker = FakeClient(model="fake-talk-only")
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    view = MessagesView(messages, title="循环")
+    run = run_loop(agent_loop, messages, client=talker, model="fake-talk-only", want="tools",
+                   on_turn=view.update, quiet=True)
+    assert run.scripted
+    assistants = [pos for pos, m in enumerate(messages) if m["role"] == "assistant"]
+    assert view.scripted_positions() == assistants
+    html = view.html()
+    assert "循环 · 回复来自【脚本示范】的假模型（所选模型 fake-talk-only 没给出要的回复）" in html
+    assert html.count("【脚本示范】</span>") == len(assistants), "每条假模型的助手消息都标出来"
+    assert "回复来自【脚本示范】" in repr(view)
+
+    again = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    own = MessagesView(again)
+    run = run_loop(agent_loop, again, client=FakeClient(), model="fake-agent-1", want="tools",
+                   on_turn=own.update, quiet=True)
+    assert not run.scripted and own.scripted_positions() == []
+    assert "<b>回复来自所选模型 fake-agent-1</b> · 共 4 条消息" in own.html() and "【脚本示范】" not in own.html()
+
+
+def test_a_chat_table_names_the_positions_the_script_answered():
+    """Chat 的一步走了【脚本示范】、下一步所选模型自己答了：同一张表的标题说哪几条来自【脚本示范】。"""
+    from harness_lib import TOOLS, Chat, FakeClient
+
+    talker = FakeClient(model="fake-talk-only")
+    chat = Chat(talker, "fake-talk-only")
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    view = MessagesView(messages, chat=chat)
+    assert view.whose() == "回复来自所选模型 fake-talk-only"
+    reply = chat.ask(messages, want="bash", tools=TOOLS, quiet=True).choices[0].message
+    messages += [reply.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "app.py"}]
+    assert view.whose().startswith("回复来自【脚本示范】")
+    messages.append(chat.ask(messages, want="text", tools=TOOLS, quiet=True).choices[0].message)
+    assert view.scripted_positions() == [1]
+    assert view.whose() == "回复来自所选模型 fake-talk-only，pos 1 来自【脚本示范】"
+    assert MessagesView(messages).whose() is None, "不知道所选模型的表不说"
+
+
+def test_a_loop_on_a_scripted_fake_names_no_chosen_model(tmp_path, monkeypatch):
+    """笔记本自己写的脚本不是谁选的模型：表的标题不说“所选模型”。"""
+    from harness_lib import FakeClient, agent_loop, run_loop, text_reply
+
+    monkeypatch.chdir(tmp_path)
+    messages = [{"role": "user", "content": "你好"}]
+    view = MessagesView(messages, title="脚本")
+    run_loop(agent_loop, messages, client=FakeClient(script=[text_reply("好。")]), model="m", on_turn=view.update,
+             quiet=True)
+    assert view.whose() is None and "所选模型" not in view.html()

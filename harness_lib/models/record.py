@@ -1,7 +1,9 @@
 """录制与回放：把每次模型调用的 HTTP 请求和响应存成 JSONL，之后离线重放（09_probe_and_replay）。
 
 `Recorder(client)` 给任何 `openai.OpenAI` 接上“录音线路”，`save(path)` 一次调用写一行：不记请求头，每段文字
-都经过 `secrets.redact`；SDK 重试过的调用只留最后一次尝试（多一个 `attempts`）。`ReplayClient(path)` 按顺序
+都经过 `secrets.redact`；SDK 重试过的调用只留最后一次尝试（多一个 `attempts`）。录制经过这个客户端自己的副本
+（`with_options`），切换器的客户端学到的规矩照样生效：它改好重发的调用也只留最后一次（被拒的原话记在
+`fixed_by_client`），在底下改成流式发出的调用记成它交回的完整回复（多一个 `streamed_by_client`）。`ReplayClient(path)` 按顺序
 回出同样的响应，请求和录像不一样时抛出 `ReplayMismatchError`（`check=False` 只按顺序回放）。
 一行的样子：`{"call": 1, "request": {...}, "stream": false, "response": {...}}`；流式调用有 `chunks`、
 `done`（服务发了 `[DONE]`）和 `ended`（流读到了头）；失败的调用有 `error`。
@@ -109,19 +111,52 @@ class _Tap(httpx2.BaseTransport):
 
 
 class Recorder:
-    """录制器：`recorder.client` 是接上录音线路的 SDK 客户端（`Recorder` 本身也能当 client 用），
-    每次请求记进 `calls`；`secrets` 是额外要从文件里抹掉的字符串。"""
+    """录制器：`recorder.client` 是接上录音线路的客户端副本（`Recorder` 本身也能当 client 用），
+    每次 `create()` 记进 `calls` 一行；`secrets` 是额外要从文件里抹掉的字符串。"""
 
     def __init__(self, client: openai.OpenAI, *, secrets: Iterable[str] = ()):
         self.original = client
         self.calls: list[dict] = []
         # SDK 没有公开取出自己 httpx 客户端的办法，私有的 _client 是唯一的入口：录音线路接在它前面，原来的传输层照常工作
-        tap = httpx2.Client(transport=_Tap(client._client, self.calls))
-        self.client = openai.OpenAI(api_key=client.api_key, base_url=client.base_url, http_client=tap,
-                                    max_retries=client.max_retries, timeout=client.timeout)
+        tap = _Tap(client._client, self.calls)
+        # 离线客户端的副本要认得出自己的线路（OfflineHTTP），才会沿用原来的假模型
+        http = OfflineHTTP(client.handler, tap) if isinstance(client, OfflineClient) else httpx2.Client(transport=tap)
+        # 副本就是这个客户端自己：预设每次带的字段、学到的规矩、重试和截止时间都不变
+        self.client = client.with_options(http_client=http)
         # 离线线路的占位密钥不是秘密：抹掉它的片段只会误伤正文（比如 "offline" 这个词）
         self._secrets = [s for s in (*secrets, getattr(client, "api_key", None))
                          if isinstance(s, str) and s and s != OFFLINE_KEY]
+
+    @property
+    def chat(self) -> "_Chat":
+        return _Chat(self)
+
+    def _create(self, **kwargs: Any) -> Any:
+        """调一次 `create()`，录像里只留一行：客户端改好重发的，只留最后一次。"""
+        start = len(self.calls)
+        try:
+            result = self.client.chat.completions.create(**kwargs)
+        finally:
+            self._one_line(start)
+        last = self.calls[-1] if len(self.calls) > start else None
+        if last is not None and last["stream"] and not kwargs.get("stream"):
+            # 客户端在底下改成了流式：录下它交回的完整回复，回放时就是一次普通的调用
+            for key in ("chunks", "done", "ended"):
+                last.pop(key, None)
+            last["request"] = {k: v for k, v in last["request"].items() if k not in ("stream", "stream_options")}
+            last.update(stream=False, streamed_by_client=True,
+                        response=result.model_dump(mode="json", exclude_none=True))
+        return result
+
+    def _one_line(self, start: int) -> None:
+        """一次 `create()` 留下了几行（客户端学到规矩后改好重发）：只留最后一行，被拒的原话记在 `fixed_by_client`。"""
+        if len(self.calls) - start < 2:
+            return
+        *fixed, last = self.calls[start:]
+        del self.calls[start:]
+        last["call"] = start + 1
+        last["fixed_by_client"] = [entry.get("error") or {} for entry in fixed]
+        self.calls.append(last)
 
     def _scrub(self, value: Any) -> Any:
         """录像里的每一段文字（包括字典的键）都交给 `secrets.redact`。"""
@@ -143,10 +178,31 @@ class Recorder:
         return path
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)  # chat、models 等属性交给接好线的客户端
+        return getattr(self.client, name)  # models 等属性交给接好线的客户端
 
     def __repr__(self) -> str:
         return f"Recorder({self.original!r}，已录 {len(self.calls)} 次调用)"
+
+
+class _Completions:
+    """`recorder.chat.completions`：`create()` 经过录制器（一次调用一行），别的交给接好线的客户端。"""
+
+    def __init__(self, recorder: Recorder):
+        self._recorder = recorder
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._recorder._create(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._recorder.client.chat.completions, name)
+
+
+class _Chat:
+    def __init__(self, recorder: Recorder):
+        self._recorder, self.completions = recorder, _Completions(recorder)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._recorder.client.chat, name)
 
 
 class ReplayMismatchError(openai.OpenAIError, AssertionError):

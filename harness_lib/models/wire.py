@@ -135,10 +135,11 @@ def cut_stream(response: httpx2.Response, after: int) -> httpx2.Response:
 
 
 class OfflineHTTP(httpx2.Client):
-    """不碰网络的 `httpx2.Client`（给 `openai.OpenAI(http_client=...)` 用）：每个请求都交给 `handler`。"""
+    """不碰网络的 `httpx2.Client`（给 `openai.OpenAI(http_client=...)` 用）：每个请求都交给 `handler`。
+    `transport`：请求先经过它（录制器的录音线路），由它再交给原来的线路；`handler` 还是原来那个。"""
 
-    def __init__(self, handler: Handler):
-        super().__init__(transport=httpx2.MockTransport(handler))
+    def __init__(self, handler: Handler, transport: httpx2.BaseTransport | None = None):
+        super().__init__(transport=transport or httpx2.MockTransport(handler))
         self.handler = handler
 
 

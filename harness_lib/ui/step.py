@@ -3,6 +3,7 @@
 `ask_model` 打印一行“这次：……”，说的是真正回来的东西；要的形状 `want` 没出现时，改用脚本模式的假模型回答同一个
 请求，标着【脚本示范】。`run_loop` 中途出错时，`messages` 退回到这一格开始时的样子，再由假模型跑一遍。
 两者都补上 `max_tokens`（没写时用 `MAX_TOKENS`）：没有上限时，本机的小模型会一直写到上下文装满。
+假模型只替这一步：下一步照样先问所选模型。消息表（`MessagesView`）的标题说回复来自谁。
 """
 
 import json
@@ -17,8 +18,8 @@ from ..models.fake import FakeClient
 from ..models.messages import as_dict, calls_of, text_of
 from ..safety.secrets import redact
 from ..text import one_line, shorten
+from .view import SCRIPTED, MessagesView
 
-SCRIPTED = "【脚本示范】"
 WANTS = {None: "任何一种回复", "text": "一段文字回答（不请求工具）", "tools": "至少一个工具调用",
          "bash": "调用 bash 工具、参数是带字符串 command 的 JSON 对象"}
 
@@ -90,6 +91,11 @@ class Step:
         return list(self.message.tool_calls or [])
 
 
+def _is_script(client: Any) -> bool:
+    """脚本模式的假模型（笔记本为精确演示自己写的脚本）。"""
+    return isinstance(client, FakeClient) and client.script_remaining is not None
+
+
 def _scripted_client(script: Any) -> FakeClient:
     """替所选模型演示的假模型（不写脚本时用默认策略）；标记它，后面的步骤用它时也标上【脚本示范】。"""
     fake = script if isinstance(script, FakeClient) else FakeClient(script=script)
@@ -101,8 +107,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
     """调一次 `client.chat.completions.create(**kwargs)`，返回 `Step`。`want`：`None`（只有端点出错才换）、`"text"`、
     `"tools"`、`"bash"` 或一个判断助手消息的函数；没出现时由假模型按 `script`（回复列表或 `FakeClient`）作答。"""
     kwargs.setdefault("max_tokens", MAX_TOKENS)
-    label = SCRIPTED if isinstance(client, FakeClient) and (client.script_remaining is not None  # 脚本模式，或替过别人
-                                                            or client.stands_in) else ""
+    label = SCRIPTED if _is_script(client) or getattr(client, "stands_in", False) else ""  # 脚本模式，或替过别人
     said, live, response, error = [], None, None, None
     try:
         response = call_model(client, **kwargs)  # 回复不是 JSON、没有 choices，它也抛 EndpointError
@@ -118,7 +123,7 @@ def ask_model(client, *, want=None, script=None, quiet=False, **kwargs) -> Step:
         if live is not None:
             wanted = (want.__doc__ or "另一种形状的回复").strip().splitlines()[0] if callable(want) else WANTS[want]
             said.append(f"这一步要的是{wanted}。")
-        said.append(f"{SCRIPTED}下面改用脚本模式的假模型回答同一个请求。")
+        said.append(f"{SCRIPTED}下面改用脚本模式的假模型回答同一个请求；只替这一步，下一步照样先问所选模型。")
         response = fake.chat.completions.create(**dict(kwargs, model=fake.model))
         step = Step(response.choices[0].message, response, fake, fake.model, True, live, error, said)
         said.append(f"{SCRIPTED}假模型" + _describe(step.message) + "。")
@@ -132,21 +137,24 @@ class Chat:
 
     `chat.ask(messages, want=..., **请求参数)` 调一次模型（补上 `max_tokens`），打印一行“这次：……”，返回 SDK 的
     `ChatCompletion`，像原文那样取 `response.choices[0].message`。拿不到 `want` 要的回复（包括端点出错）时，
-    由脚本模式的假模型回答同一个请求（【脚本示范】）；从这以后，这个 `Chat` 一直由那个假模型接着答，
-    所以后面的格子不用分两条路写。`client`、`model`：现在回答的客户端和模型名（审批按 `client` 决定要不要问人）。
+    由脚本模式的假模型回答同一个请求（【脚本示范】）。假模型只替这一步：下一步照样先问所选模型。
+    `client`、`model`：所选的客户端和模型名，不会换（审批按 `client` 决定要不要问人）。
+    `scripted_replies`：【脚本示范】替它给出的助手消息；`show_messages(messages, chat=chat)` 的标题据此说回复来自谁。
     """
 
     def __init__(self, client, model: str, *, script: Any = None):
-        self.client, self.model, self._script = client, model, script
-        self.scripted = False  # 已经换成了【脚本示范】的假模型
+        self.client, self.model = client, model
+        self.scripted_replies: list[dict] = []  # 【脚本示范】给出的助手消息（字典，和追加进 messages 的一样）
         self.last: Step | None = None  # 上一次调用的全部细节（真正回来的消息、端点错误、打印的几行）
+        # 替补是同一个假模型：构造时给的脚本按顺序一步一步用下去
+        self._stand_in = _scripted_client(script)
 
     def ask(self, messages: list, *, want=None, script=None, quiet=False, **request):
         """调一次模型，返回 `ChatCompletion`。`script`：这一步的替补回复（不给时用构造时的，或默认策略）。"""
-        step = ask_model(self.client, want=want, script=script if script is not None else self._script,
+        step = ask_model(self.client, want=want, script=script if script is not None else self._stand_in,
                          quiet=quiet, model=self.model, messages=messages, **request)
-        if step.scripted and not self.scripted:
-            self.client, self.model, self.scripted = step.client, step.model, True
+        if step.scripted:
+            self.scripted_replies.append(as_dict(step.message))
         self.last = step
         return step.response
 
@@ -196,6 +204,20 @@ class LoopRun:
     attempts: list[Attempt] = field(default_factory=list)
 
 
+def _mark_scripted(view: MessagesView, messages: list, start: int) -> None:
+    """`start` 以后的助手消息都是【脚本示范】给的：记进消息表的 `scripted`。"""
+    view.scripted.extend(m for m in messages[start:] if as_dict(m).get("role") == "assistant"
+                         and not any(m is known for known in view.scripted))
+
+
+def _marking(view: MessagesView, on_turn: Callable, messages: list, start: int) -> Callable:
+    """假模型那一遍的 `on_turn`：先把新的助手消息记成【脚本示范】，再刷新表。"""
+    def marked(*args, **kwargs):
+        _mark_scripted(view, messages, start)
+        return on_turn(*args, **kwargs)
+    return marked
+
+
 def _calls_since(messages: list, start: int) -> int:
     return sum(len(calls_of(m)) for m in messages[start:] if as_dict(m).get("role") == "assistant")
 
@@ -204,9 +226,15 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
              **kwargs) -> LoopRun:
     """跑 `loop(messages, client=client, model=model, **kwargs)`，打印“这次：……”。中途抛出异常时（`want="tools"` 而
     一个工具都没调用时也一样）把 `messages` 退回开始时的样子，再用假模型（`script`）跑同一个循环，标着【脚本示范】。
-    所选模型那一次的记录和结局留在 `attempts[0]` 里；传了 `outcomes={}` 时，它在换假模型之前被清空。"""
+    所选模型那一次的记录和结局留在 `attempts[0]` 里；传了 `outcomes={}` 时，它在换假模型之前被清空。
+    `on_turn` 是一张消息表的 `update` 时，表的标题说回复来自谁：所选模型，还是【脚本示范】的假模型。"""
     start, said, error = len(messages), [], None
     label = SCRIPTED if getattr(client, "stands_in", False) else ""  # 传进来的已经是替人作答的假模型
+    view = getattr(kwargs.get("on_turn"), "__self__", None)
+    view = view if isinstance(view, MessagesView) else None
+    # 表知道所选模型是谁：除非传进来的就是脚本（脚本模式的假模型不是谁选的模型）
+    if view is not None and view.chosen is None and not label and not _is_script(client):
+        view.chosen = model
     outcomes = kwargs.get("outcomes")
     outcomes = outcomes if isinstance(outcomes, dict) else {}
     try:
@@ -230,10 +258,14 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
     del messages[start:]
     outcomes.clear()
     fake = _scripted_client(script)
-    said.append(f"{SCRIPTED}下面用脚本模式的假模型把同一个循环跑一遍。")
+    said.append(f"{SCRIPTED}下面用脚本模式的假模型把同一个循环跑一遍；只替这一格，下一格照样先问所选模型。")
     if not quiet:
         print("\n".join(said))
+    if view is not None:
+        kwargs = dict(kwargs, on_turn=_marking(view, kwargs["on_turn"], messages, start))
     answer = loop(messages, client=fake, model=fake.model, **kwargs)
+    if view is not None:
+        _mark_scripted(view, messages, start)
     said.append(f"{SCRIPTED}假模型请求了 {_calls_since(messages, start)} 个工具调用，最后的回答：{clip(answer)!r}。")
     if not quiet:
         print(said[-1])

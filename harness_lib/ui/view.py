@@ -4,6 +4,8 @@
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
 表开着的时候假模型或切换器的客户端完成的调用，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
 传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
+知道所选模型（`chosen`，由 `show_messages(..., chat=chat)` 或 `run_loop` 填上）时，标题说回复来自谁：
+所选模型，还是替它作答的【脚本示范】（`scripted` 里的助手消息，按值认），这样的行另外标出。
 """
 
 from collections import Counter
@@ -18,6 +20,7 @@ from ..models.messages import as_dict, calls_of, pair_positions, text_of
 from ..text import shorten
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
+SCRIPTED = "【脚本示范】"  # 和 step.SCRIPTED 同一个记号：替所选模型作答的假模型
 # pandas 的表（汇总表、自查表）在 JupyterLab 里的样子：表头和内容靠左，按内容分宽度（JupyterLab 默认靠右、
 # table-layout: fixed，列一多“请求数”就一字一行）。切换器把它放在自己的输出里，网站用 site.css 里同样的规则。
 DATAFRAME_STYLE = ("<style>.jp-RenderedHTMLCommon table.dataframe{table-layout:auto}"
@@ -170,9 +173,10 @@ def _layer(text: str) -> str:  # 失败的层次：处理函数之前停下的�
     return _badge(text, "#fff1d6", "#d97706", "#7c2d12")
 
 
-def _role_cell(role: str, turn) -> str:
-    """角色；助手消息下面再标这次调用的用量、用时，被 max_tokens 截断时标出来（没有记录就不标）。"""
-    cell = f"<b>{escape(role)}</b>"
+def _role_cell(role: str, turn, scripted: bool = False) -> str:
+    """角色；助手消息下面再标这次调用的用量、用时，被 max_tokens 截断时标出来（没有记录就不标）；
+    【脚本示范】给的助手消息标出来。"""
+    cell = f"<b>{escape(role)}</b>" + (f"<br>{_pending(SCRIPTED)}" if scripted else "")
     if turn is None:
         return cell
     used = "+".join(str(n) for n in (turn.prompt_tokens, turn.completion_tokens) if n is not None)
@@ -183,11 +187,13 @@ def _role_cell(role: str, turn) -> str:
     return cell
 
 
-def messages_html(messages, title: str | None = None, outcomes=None, turns=None) -> str:
+def messages_html(messages, title: str | None = None, outcomes=None, turns=None, whose: str | None = None,
+                  scripted=()) -> str:
     """整张表的 HTML（只用行内样式，不用脚本）。`outcomes`：调用 ID → 结局（有 `.layer`）；`turns`：位置 → 那条助手
-    消息对应的 `CallRecord`。"""
+    消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的助手消息的位置。"""
     rows = _rows(messages)
     turns = turns or {}
+    title = " · ".join(filter(None, [title, whose]))
     pairing = _Pairing(rows)
     legend = " ".join(f'<span style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border:1px solid #d0d7de;'
                       f'border-radius:4px;padding:0 6px;white-space:nowrap">{escape(role or "（无 role）")} {n}</span>'
@@ -212,7 +218,7 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None)
         row = rows[pos]
         role = str(row.get("role", ""))
         calls = _calls_cell(pos, pairing, budget)
-        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(role, turns.get(pos)),
+        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(role, turns.get(pos), pos in scripted),
                  _cell(text_of(row.get("content")), pos, budget), calls, _id_cell(row, pairing, outcomes)]
         body.append(f'<tr style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border-bottom:1px solid #e3e6ea">'
                     + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(COLUMNS, cells))
@@ -227,9 +233,10 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None)
     return "".join(out)
 
 
-def messages_text(messages, title: str | None = None, last: int = 30) -> str:
+def messages_text(messages, title: str | None = None, last: int = 30, whose: str | None = None) -> str:
     """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 条的角色，再是问题提示。"""
     rows = _rows(messages)
+    title = " · ".join(filter(None, [title, whose]))
     roles = ("… → " if len(rows) > last else "") + " → ".join(str(r.get("role", "")) for r in rows[-last:])
     head = (f"{title} · " if title else "") + f"共 {len(rows)} 条消息" + (f"：{roles}" if rows else "（还没有消息）")
     pairing = _Pairing(rows)
@@ -244,10 +251,13 @@ class MessagesView:
     """一张活的消息表。它保存列表的引用：循环往 `messages` 里追加后 `view.update()` 就能看到此刻的样子。
     每张表是它那一格的快照：在显示它的那一格里原地刷新，在后面的格子里 `update()` 会另起一张，前面那张保持原样。"""
 
-    def __init__(self, messages=None, title: str | None = None, outcomes=None):
+    def __init__(self, messages=None, title: str | None = None, outcomes=None, chat=None):
         self.messages = messages if messages is not None else []
         self.title = title
         self.outcomes = outcomes  # 循环按调用 ID 记下的结局（同一个字典，循环往里写）
+        # 回复来自谁：所选模型的名字（None 时标题不说），【脚本示范】替它给出的助手消息（和 chat 共用同一个列表）
+        self.chosen = getattr(chat, "model", None)
+        self.scripted: list = chat.scripted_replies if chat is not None else []
         self._handle = self._shown_in = self.display_id = None  # 显示句柄、在第几次执行里显示的、它的 display_id
         self._seq = last_call_seq()
         self._seen: dict[int, tuple] = {}  # id(助手消息) → (那条消息, 对上的 CallRecord 或 None)
@@ -275,13 +285,31 @@ class MessagesView:
         if records:
             self._seq = records[-1].seq
 
+    def scripted_positions(self) -> list[int]:
+        """【脚本示范】给的助手消息在表里的位置（按值认：追加进 messages 的是同样的字典）。"""
+        return [pos for pos, m in enumerate(self.messages) if as_dict(m).get("role") == "assistant"
+                and any(m is known or as_dict(m) == as_dict(known) for known in self.scripted)]
+
+    def whose(self) -> str | None:
+        """标题里的一句：回复来自所选模型，还是【脚本示范】；不知道所选模型时是 None。"""
+        if self.chosen is None:
+            return None
+        scripted = self.scripted_positions()
+        replies = sum(1 for m in self.messages if as_dict(m).get("role") == "assistant")
+        if not scripted:
+            return f"回复来自所选模型 {self.chosen}"
+        if len(scripted) == replies:
+            return f"回复来自{SCRIPTED}的假模型（所选模型 {self.chosen} 没给出要的回复）"
+        return f"回复来自所选模型 {self.chosen}，pos {'、'.join(map(str, scripted))} 来自{SCRIPTED}"
+
     def html(self) -> str:
-        return messages_html(self.messages, self.title, self.outcomes, self.turns)
+        return messages_html(self.messages, self.title, self.outcomes, self.turns, self.whose(),
+                             set(self.scripted_positions()))
 
     _repr_html_ = html
 
     def __repr__(self) -> str:
-        return messages_text(self.messages, self.title)
+        return messages_text(self.messages, self.title, whose=self.whose())
 
     def show(self) -> None:
         """在当前位置显示一张新表；以后的 `update()` 刷新的是这一张。不在 IPython 里就打印文字版。"""
@@ -305,9 +333,10 @@ class MessagesView:
         self.update()  # 同一格里刚显示过（`show_messages(...)` 写在最后一行）就只原地刷新，不多出一张
 
 
-def show_messages(messages, title: str | None = None, outcomes=None) -> MessagesView:
+def show_messages(messages, title: str | None = None, outcomes=None, chat=None) -> MessagesView:
     """显示一张消息表并返回它；同一格里每轮 `view.update()` 原地刷新，后面的格子里另起一张。
-    `outcomes`：传给循环的同一个字典，工具消息就标出各自的层次。"""
-    view = MessagesView(messages, title=title, outcomes=outcomes)
+    `outcomes`：传给循环的同一个字典，工具消息就标出各自的层次。`chat`：回复经过的 `Chat`，标题就说回复来自
+    所选模型还是【脚本示范】。"""
+    view = MessagesView(messages, title=title, outcomes=outcomes, chat=chat)
     view.show()
     return view
