@@ -119,27 +119,24 @@ def test_a_reasoning_stream_longer_than_the_attempt_deadline_completes(paced, ma
     assert server.hits == 1, "收完了，没有重试"
 
 
-def test_a_stream_of_only_keep_alive_lines_is_cut_at_the_silence_limit(paced):
-    url, server = paced("keepalive", 6)
+# 只发保持连接的空行：0.4 秒没有新事件就断开（最多晚一次保持连接的间隔）；
+# 一直有事件、永远不结束：一次调用最多 0.8 秒
+CUTS = {"silence": ("keepalive", dict(attempt=30, silence=0.4, ceiling=30), "0.4 秒没有新事件", (0.4, 2.5)),
+        "ceiling": ("endless", dict(attempt=0.2, silence=0.5, ceiling=0.8), "一次调用最多 0.8 秒", (0.8, 3.0))}
+
+
+@pytest.mark.parametrize("limit", sorted(CUTS))
+def test_a_stream_is_cut_for_silence_or_at_the_call_ceiling(paced, limit):
+    pace, seconds, says, (low, high) = CUTS[limit]
+    url, server = paced(pace, 6)
     started = time.monotonic()
     with pytest.raises(EndpointError) as info:
-        stream_turn(_client(url, attempt=30, silence=0.4, ceiling=30), MODEL, ASK)
+        stream_turn(_client(url, **seconds), MODEL, ASK)
     took = time.monotonic() - started
     assert info.value.kind == "stream_cut"
-    assert 0.4 <= took < 2.5, f"写明的是 0.4 秒没有新事件就断开（最多晚一次保持连接的间隔），实际 {took:.2f} 秒"
-    assert _limit(info.value) == "silence"
-    assert "0.4 秒没有新事件" in info.value.explanation
+    assert low <= took < high, f"写明的是 {says}，实际 {took:.2f} 秒"
+    assert _limit(info.value) == limit and says in info.value.explanation
     assert server.hits == 1, "流已经开始，SDK 不重试"
-
-
-def test_a_stream_that_never_ends_is_cut_at_the_call_ceiling(paced):
-    url, _ = paced("endless", 6)
-    started = time.monotonic()
-    with pytest.raises(EndpointError) as info:
-        stream_turn(_client(url, attempt=0.2, silence=0.5, ceiling=0.8), MODEL, ASK)
-    took = time.monotonic() - started
-    assert info.value.kind == "stream_cut" and 0.8 <= took < 3.0, (info.value.kind, took)
-    assert _limit(info.value) == "ceiling" and "一次调用最多 0.8 秒" in info.value.explanation
 
 
 def test_a_non_streamed_reply_that_dribbles_keep_alive_bytes_is_cut_per_attempt(fault_server):

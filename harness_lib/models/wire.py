@@ -164,18 +164,26 @@ class OfflineClient(RecordsCalls, openai.OpenAI):
         return self.offline_http.handler
 
 
+def _raised(handler: Handler, kind: type[openai.APIError]) -> openai.APIError | None:
+    """让 SDK 经这个处理函数发一次请求，交回它自己构造、抛出的 `kind` 异常（没抛出时是 None）。"""
+    client = OfflineClient(handler)
+    try:
+        client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "?"}])
+    except kind as exc:
+        return exc
+    finally:
+        client.close()
+    return None
+
+
 def api_error(status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
               code: str | None = None, headers: dict | None = None) -> openai.APIStatusError:
     """返回（不抛出）SDK 自己从一次这样的错误响应里构造的异常；放进脚本里，轮到它时假模型回这个状态码。"""
     answer = json_response(status, {"error": error_body(message, type=type, param=param, code=code)}, headers)
-    client = OfflineClient(lambda request: answer)
-    try:
-        client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "?"}])
-    except openai.APIStatusError as exc:
-        return exc
-    finally:
-        client.close()
-    raise ValueError(f"状态码 {status} 不是错误（SDK 没有抛出异常）")
+    exc = _raised(lambda request: answer, openai.APIStatusError)
+    if exc is None:
+        raise ValueError(f"状态码 {status} 不是错误（SDK 没有抛出异常）")
+    return exc
 
 
 def api_timeout() -> openai.APITimeoutError:
@@ -184,11 +192,7 @@ def api_timeout() -> openai.APITimeoutError:
     def too_slow(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ReadTimeout("读超时", request=request)
 
-    client = OfflineClient(too_slow)
-    try:
-        client.chat.completions.create(model="offline", messages=[{"role": "user", "content": "?"}])
-    except openai.APITimeoutError as exc:
-        return exc
-    finally:
-        client.close()
-    raise ValueError("SDK 没有把读超时报告成 APITimeoutError")
+    exc = _raised(too_slow, openai.APITimeoutError)
+    if exc is None:
+        raise ValueError("SDK 没有把读超时报告成 APITimeoutError")
+    return exc
