@@ -234,3 +234,17 @@ def test_the_readme_lists_every_public_name_with_its_module():
     assert sorted(listed) == sorted(harness_lib.__all__)
     wrong = {n: (m, harness_lib._PUBLIC[n]) for n, m in listed.items() if harness_lib._PUBLIC[n] != m}
     assert not wrong, f"README 写错了模块：{wrong}"
+
+
+def test_the_readme_presets_table_is_generated_from_the_presets():
+    """README 的预设表和 `PRESETS` 是同一份数据：改了预设忘了重新生成，这里失败。"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_presets", ROOT / "scripts" / "readme_presets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert module.rendered(readme) == readme, "README 的预设表过时了：运行 .venv/bin/python scripts/readme_presets.py"
+    from harness_lib.ui.clients import PRESETS_BY_KEY
+
+    assert f"`{PRESETS_BY_KEY['openai'].model}`" in module.table() and "qwen-plus" in module.table()
