@@ -317,7 +317,7 @@ def test_one_request_live_table_and_loop(open_notebook):
         nb.hide_sidebars()
         switch = nb.find("switch = model_switch()")
         client_cell = nb.find("chat = Chat(*switch.current())")
-        view = nb.find("view = show_messages(messages)")
+        view = nb.find("view = show_messages(messages, chat=chat)")
         loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
         updates = update_cells(nb, view)
         assert updates and updates[-1] < loop_run
@@ -401,7 +401,7 @@ def test_notebook7_switch_tables_and_loop(open_notebook):
     with screenshot_on_failure(nb, "03_notebook7"):
         switch = nb.find("switch = model_switch()")
         client_cell = nb.find("chat = Chat(*switch.current())")
-        view = nb.find("view = show_messages(messages)")
+        view = nb.find("view = show_messages(messages, chat=chat)")
         loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
         updates = update_cells(nb, view)
 
