@@ -262,15 +262,20 @@ def output_text(output):
     return json.dumps(output, ensure_ascii=False)
 
 
+TRACEBACK = "Traceback (most recent call last)"  # Python 打印调用栈的第一行
+
+
 def unexpected_tracebacks(nb):
-    """不该出现的调用栈：错误输出，或输出文字里的 Traceback，所在的格没有 `raises-exception` 标签。"""
+    """不该出现的调用栈：错误输出，或输出文字里 Python 调用栈的第一行，所在的格没有 `raises-exception` 标签。
+    消息表不算：表里是模型自己说的话，小模型也会随口说到 Traceback。"""
     found = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or ERROR_TAG in cell.get("metadata", {}).get("tags", []):
             continue
         for out in cell.get("outputs", []):
             text = output_text(out)
-            if out.get("output_type") == "error" or "Traceback" in text:
+            table = "messages-view" in "".join(out.get("data", {}).get("text/html", ""))
+            if out.get("output_type") == "error" or (TRACEBACK in text and not table):
                 found.append(f"第 {i} 格（{cell.get('id')}）：{text[:800]}")
     return found
 
@@ -386,3 +391,19 @@ def test_refused_commands_do_not_stop_notebook_03(project_endpoint, tmp_path):
     assert not unexpected_tracebacks(nb)
     refused = cell_output(nb, "03oner-039")
     assert "错误（执行授权失败）" in refused and "agent-loop-" not in refused
+
+
+def test_a_model_that_talks_about_tracebacks_is_not_a_traceback():
+    """小模型在消息表里说到 “Traceback” 不算调用栈；真正的错误输出和打印出来的调用栈才算。"""
+    import nbformat
+
+    table = {"output_type": "display_data", "metadata": {}, "data": {
+        "text/html": '<div class="messages-view">Traceback (most recent call last): 模型随口说的</div>',
+        "text/plain": "Traceback (most recent call last): 模型随口说的"}}
+    printed = {"output_type": "stream", "name": "stderr", "text": "Traceback (most recent call last):\n  File …"}
+    error = {"output_type": "error", "ename": "ValueError", "evalue": "x", "traceback": []}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("a", outputs=[table]),
+                                         nbformat.v4.new_code_cell("b", outputs=[printed]),
+                                         nbformat.v4.new_code_cell("c", outputs=[error])])
+    found = unexpected_tracebacks(nbformat.from_dict(nb))
+    assert [line.split("（")[0] for line in found] == ["第 1 格", "第 2 格"]
