@@ -114,14 +114,20 @@ def _is_secret(path: str) -> str | None:
     return next((part for part in path.split("/") if part in SECRET_PATH_PARTS), None)
 
 
-def _on_disk(word: str, glob: bool, cwd: str) -> list[str]:
-    """这个词在工作目录 `cwd` 里对应的已有路径（有引号外的通配符时先展开），返回解析过符号链接的真实路径。"""
-    found = []
+def _expanded(word: str, glob: bool, cwd: str) -> list[str]:
+    """这个词（和它带的 `=值`、紧跟的值）在工作目录 `cwd` 里指的路径：展开 `~`；有引号外的通配符时按 shell
+    的样子展开（最多 1000 个），一个也没匹配上就是字面上的那个路径。"""
+    names = []
     for candidate in _paths_in(word):
         path = os.path.join(cwd, os.path.expanduser(candidate))
-        names = sorted(globbing.glob(path))[:1000] if glob and any(c in candidate for c in "*?[") else [path]
-        found += [os.path.realpath(name) for name in names if os.path.lexists(name)]
-    return found
+        matches = globbing.glob(path) if glob and any(c in candidate for c in "*?[") else []
+        names += sorted(matches)[:1000] or [path]
+    return names
+
+
+def _on_disk(word: str, glob: bool, cwd: str) -> list[str]:
+    """这个词在工作目录里对应的已有路径，解析过符号链接的真实路径。"""
+    return [os.path.realpath(name) for name in _expanded(word, glob, cwd) if os.path.lexists(name)]
 
 
 def _check_path(word: str, glob: bool, cwd: str) -> None:
@@ -149,14 +155,8 @@ def _outside(word: str, glob: bool, cwd: str) -> str | None:
     """这个词（和它带的 `=值`、紧跟的值）会读到的路径里，第一个落在工作目录外面的真实路径；都在里面时是 None。
     展开 `~` 和通配符，解析 `..` 和符号链接；不存在的路径照样按字面解析（读不到，也不该去读）。"""
     here = os.path.realpath(cwd)
-    for candidate in _paths_in(word):
-        path = os.path.join(cwd, os.path.expanduser(candidate))
-        matches = globbing.glob(path) if glob and any(c in candidate for c in "*?[") else []
-        for name in sorted(matches)[:1000] or [path]:
-            real = os.path.realpath(name)
-            if not _inside(real, here):
-                return real
-    return None
+    return next((real for real in map(os.path.realpath, _expanded(word, glob, cwd)) if not _inside(real, here)),
+                None)
 
 
 def _check_inside(program: str, args: list[str], glob: bool, cwd: str) -> None:
