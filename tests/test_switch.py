@@ -946,3 +946,30 @@ def test_memory_is_dated_ignores_a_broken_file_and_can_be_off(tmp_path, monkeypa
     monkeypatch.delenv("HARNESS_MEMORY")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert memory_path() == tmp_path / "xdg" / "harness-lib" / "learned.json"
+
+
+def test_what_works_is_looked_up_once_not_at_every_step(capsys):
+    """“能用什么”要问一次 /models：以后每一步再说明时用记下的，不再每步多发一个请求。"""
+    from harness_lib.models.errors import EndpointError
+    from harness_lib.models.quirks import start_quirk_server
+
+    quirk = start_quirk_server("openai_tools_responses_only")
+    listings = []
+
+    def counting(request):
+        if request.method == "GET":
+            listings.append(request.url.path)
+        return quirk.handler(request)
+
+    ask = dict(model="gpt-6.1-sol", messages=[{"role": "user", "content": "列出文件"}], tools=TOOLS, max_tokens=64)
+    try:
+        with serve(counting) as srv:
+            client = real_client(srv.base_url, "x")
+            for _ in range(3):
+                with pytest.raises(EndpointError) as info:
+                    call_model(client.with_options(max_retries=0), **ask)
+                assert "能用的" in info.value.explanation
+    finally:
+        quirk.close()
+    assert len(listings) == 1, listings
+    capsys.readouterr()

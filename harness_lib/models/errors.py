@@ -275,10 +275,15 @@ def explain_error(exc, key=None) -> str:
                             message=str(exc), type=type(exc).__name__, first_line=_first_line(exc),
                             limit=what_timed_out(exc))
     if rule.server_words:
-        message = _said(exc)[2]
-        words = _first_line(message if message.strip() else getattr(exc, "message", None) or exc)
+        words = server_words(exc)
         text += f" 服务器原话：{words}" if words else ""
     return redact(text, key)
+
+
+def server_words(exc, key=None) -> str:
+    """服务器这次说的话：错误体里的 message（没有时用 SDK 的整段文字）的第一行，截短、打码。"""
+    message = _said(exc)[2]
+    return redact(_first_line(message if message.strip() else getattr(exc, "message", None) or exc), key)
 
 
 def from_sdk(exc, key=None):

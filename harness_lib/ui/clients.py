@@ -19,15 +19,14 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 from ..models.call import ATTEMPT_DEADLINE, RETRY_POLICY
-from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none
+from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none, server_words
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
 from ..models.fake import FakeClient
 from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
-from ..safety.secrets import NO_KEY, redact
-from ..text import shorten
+from ..safety.secrets import NO_KEY
 from .memory import Memory
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
@@ -132,14 +131,6 @@ TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6-luna", "gpt-6-sol")
 NO_CHAT_TOOLS_PREFIXES = ("gpt-6-astra", "gpt-6.1-sol")
 
 
-def _words(exc) -> str:
-    """服务器这次说的话（错误体的 message，没有时用 SDK 的整段文字），打码、压成一行。"""
-    body = getattr(exc, "body", None)
-    inner = body.get("error", body) if isinstance(body, dict) else None
-    message = inner.get("message") if isinstance(inner, dict) else None
-    return shorten(redact(" ".join(str(message or getattr(exc, "message", "") or exc).split())), 240)
-
-
 def _rejects_max_tokens(exc: openai.BadRequestError) -> bool:
     """服务器说“不收 max_tokens，改用 max_completion_tokens”。"""
     said = f"{getattr(exc, 'message', '')} {getattr(exc, 'code', '')} {getattr(exc, 'param', '')}"
@@ -183,12 +174,13 @@ class _Learned:
     stream_only: set = field(default_factory=set)
     memory: Memory | None = None
     remembered: set = field(default_factory=set)  # 从记忆里读出来的模型（不是这一次学到的）
+    tool_models: list | None = None  # /models 里能调用工具的名字（建议用，问一次就记下）
 
     def __post_init__(self):
-        for model in self.memory.models() if self.memory else ():
-            for rule, value in self.memory.rules(model).items():
+        for model, rules in (self.memory.learned() if self.memory else {}).items():
+            for rule, value in rules.items():
                 self.note(model, rule, value, save=False)
-                self.remembered.add(model)
+            self.remembered.add(model)
 
     def note(self, model: str, rule: str, value=True, *, save: bool = True) -> None:
         """记下一条：`rule` 是 `memory.RULES` 里的名字；no_chat_tools 的值是服务器的原话。"""
@@ -306,17 +298,20 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             "切换器里的离线假模型；或者这个模型的 Responses API（/v1/responses）。"), original=original)
 
     def _listed_tool_models(self) -> list[str]:
-        """服务商 /models 里，已知在 Chat Completions 里带 none 能调用工具的名字（取不到就是空的）。"""
-        try:
-            names = [m.id for m in self.with_options(max_retries=0, timeout=10).models.list()]
-        except Exception:  # noqa: BLE001  列表只是建议，取不到就不建议
-            return []
-        return [n for n in names if n.startswith(TOOLS_WITHOUT_REASONING_PREFIXES)][:5]
+        """服务商 /models 里，已知在 Chat Completions 里带 none 能调用工具的名字（取不到就是空的）。
+        只问一次：以后每一步再说明时用记下的（副本共用）。"""
+        if self.learned.tool_models is None:
+            try:
+                names = [m.id for m in self.with_options(max_retries=0, timeout=10).models.list()]
+            except Exception:  # noqa: BLE001  列表只是建议，取不到就不建议
+                names = []
+            self.learned.tool_models = [n for n in names if n.startswith(TOOLS_WITHOUT_REASONING_PREFIXES)][:5]
+        return self.learned.tool_models
 
     def _learn(self, exc: openai.BadRequestError, model: str, stream: bool) -> _Fix | None:
         """按服务器这次说的话（和被拒的那次请求实际发了什么）学一条规矩；学不到时是 None。
         服务器说这个模型在这里带不了工具时，抛出 `no_chat_tools`。"""
-        sent, said, learned = _sent(exc), _words(exc), self.learned
+        sent, said, learned = _sent(exc), server_words(exc), self.learned
         if "max_tokens" in sent and model not in learned.completion_tokens and _rejects_max_tokens(exc):
             learned.note(model, "completion_tokens")
             return _Fix(said, "max_tokens 换成 max_completion_tokens（上限不变）")
@@ -362,7 +357,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
                     _report(model, fixes, "仍被拒，这个模型在这里带不了工具（见下面的说明）")
                     raise
                 if fix is None:  # 学不到新规矩：这一次的改动照实说“仍被拒”，原样抛出
-                    _report(model, fixes, f"仍被拒，服务器原话：{_words(exc)}")
+                    _report(model, fixes, f"仍被拒，服务器原话：{server_words(exc)}")
                     raise
                 fixes.append(fix)
                 continue  # 每条规矩每个模型只学一次，所以最多重发几次就停

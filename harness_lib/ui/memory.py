@@ -45,7 +45,7 @@ def memory_path(environ=None) -> Path | None:
 
 
 class Memory:
-    """一个 base_url 的记忆：`rules(model)` 读出还没过期的规矩，`remember(model, rule, value)` 记下一条，
+    """一个 base_url 的记忆：`learned()`、`rules(model)` 读出还没过期的规矩，`remember(model, rule, value)` 记下一条，
     `forget()` 清空这个地址的，`describe()` 每个模型一句中文。"""
 
     def __init__(self, path: Path, base_url: str, *, today: date | None = None):
@@ -77,13 +77,16 @@ class Memory:
         models = self._read().get(self.base_url, {})
         return models if isinstance(models, dict) else {}
 
-    def models(self) -> list[str]:
-        """这个地址记过的模型名。"""
-        return sorted(self._models())
+    def learned(self) -> dict[str, dict]:
+        """每个模型还没过期的规矩：`{模型: {规矩: 值}}`（值多是 True；no_chat_tools 是服务器的原话）。文件只读一次。"""
+        return {model: rules for model, entry in self._models().items() if (rules := self._fresh(entry))}
 
     def rules(self, model: str) -> dict:
-        """这个模型还没过期的规矩：`{规矩: 值}`（值多是 True；no_chat_tools 是服务器的原话）。"""
-        entry = self._models().get(model, {})
+        """这个模型还没过期的规矩。"""
+        return self._fresh(self._models().get(model))
+
+    def _fresh(self, entry) -> dict:
+        """一条记录里的规矩；记录坏了或过了保存期，是空的。"""
         if not isinstance(entry, dict):
             return {}
         try:
@@ -108,12 +111,12 @@ class Memory:
         self._write(data)
         return gone
 
-    def describe(self) -> list[str]:
+    def describe(self) -> dict[str, str]:
         """每个模型一句：记得哪些规矩、哪天学到的。"""
-        lines = []
-        for model in self.models():
-            rules = self.rules(model)
+        lines = {}
+        for model, entry in self._models().items():
+            rules = self._fresh(entry)
             if rules:
                 said = "；".join(RULES[rule] for rule in RULES if rule in rules)
-                lines.append(f"{model}：{said}（{self._models()[model].get('learned_on')} 学到）")
+                lines[model] = f"{model}：{said}（{entry.get('learned_on')} 学到）"
         return lines

@@ -235,8 +235,8 @@ class ModelSwitch:
     def _remembered(self, model: str) -> list[str]:
         """记忆文件里这个地址、这个模型的规矩（上一本笔记本学到的），一行。"""
         memory = self.memory() if self.preset.key != "local" else None
-        lines = [line for line in (memory.describe() if memory else []) if line.startswith(f"{model}：")]
-        return [f"记得：{line}。想重新学，点「忘掉学到的规矩」。" for line in lines]
+        line = memory.describe().get(model) if memory else None
+        return [f"记得：{line}。想重新学，点「忘掉学到的规矩」。"] if line else []
 
     def _preset_notes(self, model: str) -> list[str]:
         """关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
