@@ -585,7 +585,7 @@ def test_a_thinking_only_model_works_through_streaming_under_the_hood(capsys):
                    tools=TOOLS, max_tokens=512)
         reply = call_model(client, **ask)
         said = capsys.readouterr().out
-        assert "去掉 enable_thinking。结果：成功" in said and "改成流式调用" in said
+        assert "去掉预设的 enable_thinking（这个模型总在思考）。结果：成功" in said and "改成流式调用" in said
         assert "restricted to True" in said and "non-streaming calls" in said, "说的是服务器的原话"
         message = reply.choices[0].message
         assert message.tool_calls and message.tool_calls[0].function.name == "bash"
@@ -694,6 +694,36 @@ def test_a_model_that_cannot_call_tools_on_chat_completions_is_told_once_and_tru
         assert [b.get("reasoning_effort") for b in bodies] == ["none"] and "'xhigh'" in info.value.explanation
         assert not guessed.tools_need_no_reasoning("gpt-6.1-sol")
         capsys.readouterr()
+    finally:
+        server.close()
+
+
+def test_kimi_k3_on_the_moonshot_preset_learns_that_it_always_thinks(capsys):
+    """月之暗面的预设每次传 thinking={"type": "disabled"}；kimi-k3 总在思考，不收它（替身照月之暗面的原话回 400）。
+    客户端只去掉这个字段重发一次，说一行“成功”，记下；以后不再传，思维链留在回复里，下一轮原样带回去也收。"""
+    from harness_lib.models.quirks import start_quirk_server
+
+    server = start_quirk_server("moonshot_always_thinks")
+    bodies = server.handler.requests
+    try:
+        client = real_client(server.base_url, "x", PRESETS_BY_KEY["moonshot"].extra_body)
+        messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+        first = call_model(client, model="kimi-k3", messages=messages, tools=TOOLS, max_tokens=512)
+        said = capsys.readouterr().out
+        assert "only type=enabled is allowed" in said and "去掉预设的 thinking" in said and "结果：成功" in said
+        assert [b.get("thinking") for b in bodies] == [{"type": "disabled"}, None]
+        message = first.choices[0].message
+        assert message.tool_calls and message.model_dump()["reasoning_content"]
+        messages += [message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "app.py"}]
+        final = call_model(client.with_options(max_retries=0), model="kimi-k3", messages=messages, tools=TOOLS,
+                           max_tokens=512)
+        assert final.choices[0].message.content and "thinking" not in bodies[-1] and len(bodies) == 3
+        assert capsys.readouterr().out == "", "学到的只说一次"
+        with pytest.raises(openai.BadRequestError) as info:  # 两个都写：替身照原话拒绝
+            client.chat.completions.create(model="kimi-k3", messages=messages[:1], reasoning_effort="high",
+                                           extra_body={"thinking": {"type": "enabled"}})
+        assert "cannot specify both 'thinking' and 'reasoning_effort'" in str(info.value)
     finally:
         server.close()
 
@@ -833,8 +863,9 @@ def test_connection_says_when_a_model_cannot_call_tools_here_and_what_works(caps
     assert text.startswith("✓ 连接成功")
     assert "✗ 带工具的请求不行" in text and "/v1/responses" in text and "离线假模型" in text
     assert sw.status_html.value.count(_COLOR_ERROR) == 1, "整行标成出错的颜色"
-    said = capsys.readouterr().out  # 普通对话那次改发 max_completion_tokens 真的成功了：照实说一次
-    assert said.count("提示：") == 1 and "max_completion_tokens（上限不变）。结果：成功" in said
+    assert capsys.readouterr().out == "", "试连接不写 max_tokens：这个模型不收它，也不必为它先被拒一次"
+    assert [sorted(k for k in b if k != "messages") for b in server.handler.requests] == [
+        ["model"], ["model", "tools"]], "被拒的只有带工具的那一次"
 
 
 _COLOR_ERROR = "#b42318"

@@ -119,16 +119,17 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           _GH + "seratch/ChatGPT-in-Slack/pull/49",
           versions="Azure OpenAI api-version 2023-06-01-preview 起；2024-08 仍有报告；未在 Azure 官方文档核实",
           refs=(_GH + "AbanteAI/archive-old-cli-mentat/issues/429", _GH + "langfuse/langfuse/issues/2833")),
-    Quirk("openai_max_completion_tokens", "OpenAI（GPT-5 系列、o 系列）",
+    Quirk("openai_max_completion_tokens", "OpenAI（GPT-5.x、GPT-6 系列；以前的 o 系列）",
           "请求里带 max_tokens 就回 400 unsupported_parameter：“Use 'max_completion_tokens' instead.”",
           _GH + "griptape-ai/ComfyUI-Griptape/issues/312",
           versions="o1、o3、o4-mini（2024-11 起的报告）、gpt-5（2025-08）、gpt-5.1（2025-12）、gpt-5.4（2026-04），"
-                   "Azure 上的 GPT-5.1 也一样（2026-07）；gpt-4o、gpt-4o-mini 两种都收",
+                   "Azure 上的 GPT-5.1 也一样（2026-07）；gpt-4o、gpt-4o-mini 两种都收。o1、o3-mini、o4-mini 已于 2026-10-23 "
+                   "停用，gpt-5、gpt-5-mini、o3 于 2026-12-10 停用（OpenAI 的弃用页，见 models.dev#3707、llmgateway#2696）",
           refs=(_GH + "fish2018/YPrompt/issues/26", _GH + "koosoli/ESPHomeDesigner/issues/379",
                 _GH + "anomalyco/opencode/issues/37964", _GH + "dsp05/overleaf-copilot/pull/43")),
     Quirk("openai_tools_reasoning", "OpenAI（GPT-5.6、GPT-6 系列）",
           "Chat Completions 的请求带了 tools 而 reasoning_effort 不是 \"none\"（不写也算：模型默认会思考）就回 400："
-          "“Function tools with reasoning_effort are not supported …”；和 GPT-5 系列一样不收 max_tokens。"
+          "“Function tools with reasoning_effort are not supported …”；同样不收 max_tokens。"
           "gpt-6-astra 连 \"none\" 也不收，在 Chat Completions 里就不能带工具（只能走 Responses）。",
           _GH + "BerriAI/litellm/pull/34569",
           versions="gpt-5.4 显式写 reasoning_effort 时（2026-03 的报告）；gpt-5.6 系列不写也被拒（2026-07 起）；"
@@ -140,7 +141,7 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
     Quirk("openai_tools_responses_only", "OpenAI（gpt-6.1-sol、gpt-6-astra）",
           "Chat Completions 里不能带工具：reasoning_effort 不收 \"none\"（400 “Supported values are: 'low', 'medium', "
           "'high', and 'xhigh'.”），别的强度（不写也算）带工具就回 400，只给 /v1/responses 这一条路；"
-          "和 GPT-5 系列一样不收 max_tokens。",
+          "同样不收 max_tokens。",
           _GH + "blakeblackshear/frigate/discussions/24555",
           versions="gpt-6-astra（2026-09）；gpt-6.1-sol（2026-09-29 发布，2026-10 起的报告）",
           refs=(_GH + "BerriAI/litellm-docs/pull/1173", _GH + "genkit-ai/genkit/pull/6303",
@@ -154,6 +155,17 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                    "moonshot-v1-* 与 kimi-k2.5 已于 2026-08-31 下线（chatcli#1344 对着线上接口核对过，2026-09-02）",
           refs=(_GH + "SillyTavern/SillyTavern/issues/5072", _GH + "earendil-works/pi/issues/5531",
                 _GH + "diillson/chatcli/issues/1344")),
+    Quirk("moonshot_always_thinks", "月之暗面（kimi-k3）",
+          "总在思考：每个回复都带 reasoning_content，没有“关掉思考”这一说。请求里写 thinking={\"type\": \"disabled\"} 回 400 "
+          "“invalid thinking: only type=enabled is allowed for this model”；thinking 和 reasoning_effort 一起写回 400 "
+          "“cannot specify both 'thinking' and 'reasoning_effort'”。思考多深用顶层的 reasoning_effort（low、high、max）。",
+          "https://platform.kimi.ai/docs/guide/use-reasoning-effort",
+          versions="kimi-k3（2026-07-27 发布）：Kimi 的文档说 K3 总在思考，从 K2.x 迁过来要去掉 thinking 配置（2026-08 的引述，"
+                   "tau#560、hermes-agent#81647）。拒绝 disabled 的原话出自同样不能关思考的 kimi-k2.7-code（oh-my-pi#3852，"
+                   "2026-06-30），两者并用的原话出自 kimi-k2.6（nanobot#3939，2026-05-20）；K3 回的是不是同一句，未在线上核实。"
+                   "2026-09-04/06 对着线上接口核对：kimi-k2.6、kimi-k3 的历史消息缺了 reasoning_content 不再被拒（Datus-agent#1400）",
+          refs=(_GH + "can1357/oh-my-pi/issues/3852", _GH + "HKUDS/nanobot/issues/3939",
+                _GH + "NousResearch/hermes-agent/pull/55488", _GH + "Datus-ai/Datus-agent/pull/1400")),
     Quirk("siliconflow_params", "硅基流动 SiliconFlow",
           "错误体不包在 error 里：{\"code\": 20015, \"message\": …, \"data\": null}。不支持思考的模型收到 enable_thinking "
           "回 400 “current model does not support parameter `enable_thinking`”；tool_choice=\"required\" 回 400 "
@@ -237,6 +249,14 @@ def _llamacpp_python(body: dict) -> httpx2.Response | None:
 
 
 # 怪脾气 → 请求进来时先看一眼：服务商会拒绝的，返回它的响应（否则 None）
+def _both_thinking_controls(body: dict) -> httpx2.Response | None:
+    """月之暗面：thinking 和 reasoning_effort 只能写一个（nanobot#3939 里的原话）。"""
+    if "thinking" in body and "reasoning_effort" in body:
+        return Rejected(400, "cannot specify both 'thinking' and 'reasoning_effort'",
+                        type="invalid_request_error").response()
+    return None
+
+
 _REFUSE = {
     "deepseek_balance": _when(lambda b: True, 402, "Insufficient Balance", "unknown_error",
                               "invalid_request_error"),
@@ -246,6 +266,9 @@ _REFUSE = {
     "moonshot_thinking": _when(lambda b: _thinking_unreasoned(b) is not None, 400, lambda b: (
         "thinking is enabled but reasoning_content is missing in assistant tool call message at index "
         f"{_thinking_unreasoned(b)}"), "invalid_request_error"),
+    "moonshot_always_thinks": lambda b: _both_thinking_controls(b) or (Rejected(
+        400, "invalid thinking: only type=enabled is allowed for this model", type="invalid_request_error").response()
+        if isinstance(b.get("thinking"), dict) and b["thinking"].get("type") == "disabled" else None),
     "siliconflow_params": _siliconflow,
     "dashscope_tool_rule": lambda b: (p := pairing_error(_messages(b), DASHSCOPE_PAIRING)) and p.response(),
     "dashscope_inspection": _when(lambda b: any(FLAGGED in text_of(m.get("content")) for m in _messages(b)), 400,
@@ -313,6 +336,7 @@ _REWRITE = {
     # DeepSeek 在工具调用的回复里给空字符串的 content
     "deepseek_thinking": lambda message, body: _reasoned(message, body, content=message.get("content") or ""),
     "moonshot_thinking": _reasoned,
+    "moonshot_always_thinks": lambda message, body: {**message, "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
 }
 
 

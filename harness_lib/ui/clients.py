@@ -91,7 +91,8 @@ PRESETS = [
     Preset("moonshot", "Moonshot 月之暗面", "https://api.moonshot.cn/v1", "kimi-k2.6",
            source="https://platform.kimi.ai/docs/models", checked="2026-12-02",
            extra_body={"thinking": {"type": "disabled"}},
-           thinking="kimi-k2.6 默认会思考；预设每次传 thinking={\"type\": \"disabled\"} 关掉它（旧的 moonshot-v1-* 已于 2026-08-31 下线）"),
+           thinking="kimi-k2.6 默认会思考；预设每次传 thinking={\"type\": \"disabled\"} 关掉它（旧的 moonshot-v1-* 已于 2026-08-31 下线）；"
+                    "kimi-k3 总在思考、不收这个字段，碰到一次 400 就不再替它传"),
     # 智谱：免费模型 glm-4-flash-250414（不思考）；旧写法 glm-4-flash 现在还认不认，文档里没有找到。
     Preset("zhipu", "智谱 GLM", "https://open.bigmodel.cn/api/paas/v4/", "glm-4-flash-250414",
            source="https://docs.bigmodel.cn/cn/guide/models/free/glm-4-flash-250414", checked=PRESETS_CHECKED),
@@ -122,7 +123,9 @@ def preset_for(base_url: str) -> Preset | None:
 
 
 # 名单只用来在 OpenAI 自己的地址上“一开始就发对”；猜错了，第一个 400 会纠正它（规矩按服务器的原话学，见下面）。
-# GPT-5、GPT-6 系列和 o 系列只收 max_completion_tokens（QUIRKS["openai_max_completion_tokens"]，核对于 PRESETS_CHECKED）
+# GPT-5.x、GPT-6 系列只收 max_completion_tokens（QUIRKS["openai_max_completion_tokens"]，核对于 PRESETS_CHECKED）。
+# o1、o3-mini、o4-mini 已于 2026-10-23 停用，gpt-5、gpt-5-mini、o3 于 2026-12-10 停用（OpenAI 的弃用页，
+# 见 models.dev#3707、llmgateway#2696）；前缀留着，给还在转发旧名字的服务，猜错了第一个 400 会纠正
 COMPLETION_TOKENS_PREFIXES = ("gpt-5", "gpt-6", "o1", "o3", "o4")
 # GPT-5.6 系列、gpt-6-luna、gpt-6-sol 带工具要 reasoning_effort="none"（QUIRKS["openai_tools_reasoning"]）
 TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6-luna", "gpt-6-sol")
@@ -143,6 +146,16 @@ def _wants_streaming(exc: openai.BadRequestError) -> bool:
     别的转发服务：“enable thinking can not be support when `stream=False`”）。"""
     said = str(exc).lower()
     return "non-streaming" in said or "stream=false" in said.replace("`", "")
+
+
+# 预设里关掉思考的字段（百炼的 enable_thinking、DeepSeek 和月之暗面的 thinking）
+THINKING_SWITCHES = ("enable_thinking", "thinking")
+
+
+def _insists_on_thinking(said: str) -> bool:
+    """服务器说这个模型关不掉思考（百炼：“… restricted to True”；月之暗面：“only type=enabled is allowed”）。"""
+    said = said.lower()
+    return "restricted to true" in said or "only type=enabled is allowed" in said
 
 
 def _rejects_tools_with_reasoning(exc: openai.BadRequestError) -> bool:
@@ -260,7 +273,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         body = options.json_data
         if options.method.lower() == "post" and options.url.endswith("/chat/completions") and isinstance(body, dict):
             extra = dict(options.extra_json or {})
-            skip = {"enable_thinking"} if body.get("model") in self.learned.thinking_only else set()
+            skip = set(THINKING_SWITCHES) if body.get("model") in self.learned.thinking_only else set()
             preset = {k: v for k, v in self.preset_body.items() if k not in body and k not in skip}
             options.extra_json = {**preset, **extra}
             if "max_tokens" in body and "max_completion_tokens" not in body \
@@ -290,8 +303,9 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         `sent=False`：这次请求没有发出去，是按以前学到的（这一次运行里，或记忆文件里）。"""
         listed = self._listed_tool_models()
         where = f"这个服务商列出的 {'、'.join(listed)}" if listed else "OpenAI 的 gpt-6-luna、gpt-5.6 系列"
-        when = "" if sent else ("这次请求没有发出去：服务器以前这样回过，" + (
-            "记在学到的规矩里（切换器里可以忘掉）。" if model in self.learned.remembered else "同一次运行里。"))
+        when = "" if sent else ("这次请求没有发出去：" + (
+            "学到的规矩里记着服务器以前这样回过（切换器里可以忘掉）。" if model in self.learned.remembered
+            else "这个客户端前面已经收到过服务器的这句话。"))
         return EndpointError("no_chat_tools", (
             f"模型 {model} 在这个端点的 Chat Completions 里不能调用工具（服务器原话：{said}）。{when}本系列的循环靠工具调用。"
             f"能用的：{where}（带 reasoning_effort=\"none\" 可以调用工具，OpenAI 的模型页，核对于 {PRESETS_CHECKED}）；"
@@ -327,10 +341,10 @@ class PresetClient(RecordsCalls, openai.OpenAI):
                 learned.note(model, "no_chat_tools", said)
                 raise self.no_chat_tools(model, said, exc) from exc
             return _Fix(said, "去掉 reasoning_effort")
-        if "enable_thinking" in self.preset_body and model not in learned.thinking_only \
-                and sent.get("enable_thinking") is False and "restricted to true" in said.lower():
+        switches = [k for k in THINKING_SWITCHES if k in self.preset_body and k in sent]
+        if switches and model not in learned.thinking_only and _insists_on_thinking(said):
             learned.note(model, "thinking_only")
-            return _Fix(said, "去掉 enable_thinking")
+            return _Fix(said, f"去掉预设的 {'、'.join(switches)}（这个模型总在思考）")
         if not stream and model not in learned.stream_only and _wants_streaming(exc):
             learned.note(model, "stream_only")
             return _Fix(said, "改成流式调用，收齐再交回完整的回复（思维链 reasoning_content 也留着）")
@@ -375,7 +389,7 @@ def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
                 deadline: float = ATTEMPT_DEADLINE, memory: Memory | None = None) -> PresetClient:
     """真实端点的客户端（`PresetClient`），重试次数和超时取 `RETRY_POLICY`；`extra_body` 是预设每次都带的字段。
     非流式每次尝试最多 `deadline` 秒收完回复，流式回复按 `STREAM_SILENCE`、`CALL_CEILING` 断开（`DeadlineHttpClient`）；
-    OpenAI 的地址上，GPT-5、GPT-6 系列和 o 系列一开始就发 `max_completion_tokens`。"""
+    OpenAI 的地址上，名字以 `COMPLETION_TOKENS_PREFIXES` 开头的模型一开始就发 `max_completion_tokens`。"""
     host = (urlsplit(base_url).hostname or "").lower()
     on_openai = host == urlsplit(DEFAULT_OPENAI_BASE_URL).hostname
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,

@@ -22,7 +22,7 @@ RULES = {
     "no_reasoning": "带工具时写上 reasoning_effort=\"none\"",
     "refuses_none": "reasoning_effort 不收 \"none\"",
     "no_chat_tools": "在这里的 Chat Completions 里带不了工具",
-    "thinking_only": "只会思考，不传 enable_thinking",
+    "thinking_only": "总在思考，不传预设里关掉思考的字段",
     "stream_only": "在底下改成流式调用",
 }
 

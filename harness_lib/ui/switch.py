@@ -256,7 +256,8 @@ class ModelSwitch:
 
     def test_connection(self) -> str:
         """测试连接，结果写进状态行并返回（已打码）。真实端点分两步：先问服务商有哪些模型（`check_model`），
-        连得上再试发一次很小的请求（不重试，最多等 `PROBE_TIMEOUT` 秒）。"""
+        连得上再试发一次很小的请求（不重试，最多等 `PROBE_TIMEOUT` 秒），再试一次带工具的。两次都不写 `max_tokens`：
+        回答本来就短，有的模型又不收这个参数名，试连接时不必先为它被拒一次（循环里的请求照样带上限）。"""
         self._set_status("正在测试连接……")
         keys = self._known_keys()
         try:
@@ -274,7 +275,7 @@ class ModelSwitch:
         started = time.monotonic()
         try:
             reply = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT).chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "ping"}], max_tokens=8)
+                model=model, messages=[{"role": "user", "content": "ping"}])
         except Exception as exc:
             lines = ["✗ " + explain_error(exc, keys)]
             if classify(exc).kind == "not_found" and listing.error is None:  # 只有“找不到”时，才要查模型名
@@ -293,8 +294,7 @@ class ModelSwitch:
         """再发一次很小的、带一个工具的请求：本系列的循环每一轮都带工具。返回（一行，状态的种类）。"""
         try:
             reply = client.with_options(max_retries=0, timeout=PROBE_TIMEOUT).chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "列出当前目录里的文件"}], tools=[BASH_TOOL],
-                max_tokens=64)
+                model=model, messages=[{"role": "user", "content": "列出当前目录里的文件"}], tools=[BASH_TOOL])
         except EndpointError as exc:
             return "✗ 带工具的请求不行：" + exc.explanation, "error"
         except Exception as exc:  # noqa: BLE001  连得上、普通请求也成功，只是带工具的这次失败
