@@ -996,11 +996,18 @@ def test_what_works_is_looked_up_once_not_at_every_step(capsys):
     try:
         with serve(counting) as srv:
             client = real_client(srv.base_url, "x")
+            said = []
             for _ in range(3):
                 with pytest.raises(EndpointError) as info:
                     call_model(client.with_options(max_retries=0), **ask)
-                assert "能用的" in info.value.explanation
+                said.append(info.value.explanation)
+            fresh = real_client(srv.base_url, "x")  # 另一个客户端（另一本笔记本）：完整地再说一次
+            with pytest.raises(EndpointError) as info:
+                call_model(fresh, **ask)
+            said.append(info.value.explanation)
     finally:
         quirk.close()
-    assert len(listings) == 1, listings
+    assert ["能用的" in s for s in said] == [True, False, False, True], "每个客户端完整说明一次，以后只说一句"
+    assert all(s.startswith("同上：模型 gpt-6.1-sol") and "没有发出去" in s for s in said[1:3])
+    assert len(listings) == 2, listings
     capsys.readouterr()

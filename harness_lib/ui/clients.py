@@ -188,6 +188,7 @@ class _Learned:
     memory: Memory | None = None
     remembered: set = field(default_factory=set)  # 从记忆里读出来的模型（不是这一次学到的）
     tool_models: list | None = None  # /models 里能调用工具的名字（建议用，问一次就记下）
+    told: set = field(default_factory=set)  # 已经完整说明过“带不了工具”的模型（每个客户端一次）
 
     def __post_init__(self):
         for model, rules in (self.memory.learned() if self.memory else {}).items():
@@ -301,6 +302,11 @@ class PresetClient(RecordsCalls, openai.OpenAI):
     def no_chat_tools(self, model: str, said: str, original=None, *, sent: bool = True) -> EndpointError:
         """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。
         `sent=False`：这次请求没有发出去，是按以前学到的（这一次运行里，或记忆文件里）。"""
+        if model in self.learned.told:  # 这个客户端已经完整说明过一次：这次只说一句
+            return EndpointError("no_chat_tools", (
+                f"同上：模型 {model} 在这个端点的 Chat Completions 里不能调用工具，这次请求没有发出去"
+                "（完整的说明和能用什么，见这本笔记本里第一次出现的那段）。"), original=original)
+        self.learned.told.add(model)
         listed = self._listed_tool_models()
         where = f"这个服务商列出的 {'、'.join(listed)}" if listed else "OpenAI 的 gpt-6-luna、gpt-5.6 系列"
         when = "" if sent else ("这次请求没有发出去：" + (
