@@ -47,7 +47,7 @@ _PUBLIC = {
     # ui：看得见的部分
     **dict.fromkeys(["model_switch", "explain_uncaught_errors"], "ui.switch"),
     **dict.fromkeys(["quirk_table", "real_client"], "ui.clients"),
-    **dict.fromkeys(["MessagesView", "show_messages"], "ui.view"),
+    **dict.fromkeys(["MessagesView", "show_items", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
     **dict.fromkeys(["Chat", "run_loop"], "ui.step"),
 }

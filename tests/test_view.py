@@ -448,3 +448,157 @@ def test_a_loop_on_a_scripted_fake_names_no_chosen_model(tmp_path, monkeypatch):
     run_loop(agent_loop, messages, client=FakeClient(script=[text_reply("好。")]), model="m", on_turn=view.update,
              quiet=True)
     assert view.whose() is None and "所选模型" not in view.html()
+
+
+# ---------------------------------------------------------------------------
+# 另外两种线路格式：Responses 的输入条目、Anthropic 的消息
+# ---------------------------------------------------------------------------
+
+
+def fc(cid, command="ls"):
+    return {"type": "function_call", "call_id": cid, "name": "bash", "arguments": json.dumps({"command": command})}
+
+
+def responses_turn():
+    """Responses API 的一轮：用户条目、推理条目、两个调用、两条输出（倒着回应）、助手的回答。"""
+    return [
+        {"role": "user", "content": "列出当前目录中的 Python 文件"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "先看看有哪些文件"}],
+         "encrypted_content": "gAAAAB" + "x" * 200},
+        fc("call_a", "ls *.py"), fc("call_b", "pwd"),
+        {"type": "function_call_output", "call_id": "call_b", "output": "/tmp/work"},
+        {"type": "function_call_output", "call_id": "call_a", "output": "a.py\nb.py\n"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "有 a.py 和 b.py。"}]},
+    ]
+
+
+def test_responses_items_pair_by_call_id():
+    html = messages_html(responses_turn(), api="responses")
+    rows = rows_of(html)
+    assert len(rows) == 7 and "共 7 个条目" in html
+    assert "<th" in html and ">call_id</th>" in html and ">type · role</th>" in html
+    assert "同色小标签 = 同一个 call_id" in html
+    chip_a = re.search(r'<span style="[^"]*">call_a</span>', rows[2]).group(0)
+    assert chip_a in rows[5] and chip_a not in rows[4], "同一个 call_id 同一个小标签"
+    assert "→ 由 pos 5 回应" in rows[2] and "↩ 回应 pos 2" in rows[5]
+    assert "→ 由 pos 4 回应" in rows[3] and "↩ 回应 pos 3" in rows[4]
+    assert "等回应" not in html and "找不到对应的调用" not in html
+    assert "function_call 2" in html and "function_call_output 2" in html and "reasoning 1" in html
+
+
+def test_responses_reasoning_item_shows_summary_and_a_preview_of_the_encrypted_content():
+    row = rows_of(messages_html(responses_turn(), api="responses"))[1]
+    assert "<b>reasoning</b>" in row and "先看看有哪些文件" in row
+    assert "encrypted_content" in row and "gAAAABxxxxxxxxxx…（共 206 个字符，原样带回）" in row
+    assert "x" * 100 not in row, "加密内容只给开头"
+
+
+def test_responses_unanswered_and_orphan_items_are_flagged():
+    items = responses_turn()[:4] + [{"type": "function_call_output", "call_id": "call_zzz", "output": "?"}]
+    html = messages_html(items, api="responses")
+    rows = rows_of(html)
+    assert "等回应" in rows[2] and "等回应" in rows[3]
+    assert "有 2 个工具调用还没有回应" in html
+    assert "⚠ 找不到对应的调用" in rows[4]
+    assert "⚠ 有 1 个 function_call_output 条目找不到对应的调用：call_zzz（pos 4）" in html
+    missing = messages_html([{"type": "function_call_output", "output": "?"}], api="responses")
+    assert "⚠ 缺少 call_id" in missing
+    text = repr(MessagesView(items, api="responses"))
+    assert "共 5 个条目：user → reasoning → function_call → function_call → function_call_output" in text
+    assert "有 2 个工具调用还没有回应" in text and "找不到对应的调用" in text
+
+
+def test_responses_sdk_output_items_are_read_like_dicts():
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+    call_item = ResponseFunctionToolCall(type="function_call", call_id="call_x", name="bash",
+                                         arguments='{"command": "ls"}', id="fc_1", status="completed")
+    said = ResponseOutputMessage.model_validate({"id": "msg_1", "type": "message", "role": "assistant",
+                                                 "status": "completed", "content": [
+                                                     {"type": "output_text", "text": "好的", "annotations": []}]})
+    items = [{"role": "user", "content": "?"}, call_item,
+             {"type": "function_call_output", "call_id": "call_x", "output": "a.py"}, said]
+    html = messages_html(items, api="responses")
+    assert "↩ 回应 pos 1" in html and "好的" in html and "⚠" not in html
+
+
+def anthropic_turn():
+    """Anthropic Messages API 的一轮：助手一条消息里有思考块、文字和两个 tool_use，用户一条消息里两个 tool_result。"""
+    return [
+        {"role": "user", "content": "列出当前目录中的 Python 文件，再看看在哪个目录"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "要跑两条命令", "signature": "EqQBCkYIBRgCKkA" + "s" * 100},
+            {"type": "text", "text": "我来看看。"},
+            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls *.py"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "pwd"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "/tmp/work"},
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "错误：没有匹配的文件", "is_error": True}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "当前目录里没有 Python 文件。"}]},
+    ]
+
+
+def test_anthropic_tool_use_pairs_with_tool_results_in_one_user_message():
+    html = messages_html(anthropic_turn(), api="messages")
+    rows = rows_of(html)
+    assert len(rows) == 4 and "共 4 条消息" in html and ">tool_use_id</th>" in html and ">tool_use</th>" in html
+    assert "同色小标签 = 同一个 tool_use_id" in html
+    chip_1 = re.search(r'<span style="[^"]*">toolu_1</span>', rows[1]).group(0)
+    chip_2 = re.search(r'<span style="[^"]*">toolu_2</span>', rows[1]).group(0)
+    assert chip_1 != chip_2 and chip_1 in rows[2] and chip_2 in rows[2], "一条用户消息回应两个调用"
+    assert rows[1].count("→ 由 pos 2 回应") == 2 and rows[2].count("↩ 回应 pos 1") == 2
+    assert rows[1].count("{&quot;command&quot;") == 2, "input 是对象，写成 JSON"
+    assert ">is_error</span>" in rows[2] and rows[2].index("toolu_2") < rows[2].index("is_error"), \
+        "is_error 标在它自己那个回应上"
+    assert "⚠" not in html and "等回应" not in html
+    assert "tool_result" in rows[2] and "/tmp/work" in rows[2]
+    assert "background:#fff5dc" in rows[2], "只装着 tool_result 的用户消息用工具的底色"
+
+
+def test_anthropic_thinking_block_shows_text_and_a_preview_of_the_signature():
+    row = rows_of(messages_html(anthropic_turn(), api="messages"))[1]
+    assert "thinking" in row and "要跑两条命令" in row and "我来看看。" in row
+    assert "signature" in row and "EqQBCkYIBRgCKkAs…（共 115 个字符，原样带回）" in row
+
+
+def test_anthropic_unanswered_and_orphan_results_are_flagged():
+    msgs = anthropic_turn()[:2] + [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.py"},
+        {"type": "tool_result", "tool_use_id": "toolu_9", "content": "?"}]}]
+    html = messages_html(msgs, api="messages")
+    rows = rows_of(html)
+    assert "等回应" in rows[1] and "有 1 个工具调用还没有回应" in html and "补齐）：toolu_2（pos 1）" in html
+    assert "↩ 回应 pos 1" in rows[2] and "⚠ 找不到对应的调用" in rows[2]
+    assert "⚠ 有 1 个 tool_result 块找不到对应的调用：toolu_9（pos 2）" in html
+
+
+def test_an_unknown_api_is_refused_in_chinese():
+    with pytest.raises(ValueError, match="api 只能是"):
+        messages_html([], api="completions")
+    assert "还没有条目" in messages_html([], api="responses")
+
+
+def test_show_items_is_a_live_table(shell):
+    from harness_lib import show_items
+
+    _, pub = shell
+    items = responses_turn()[:3]
+    view = show_items(items, title="Responses")
+    assert "Responses" in pub.outputs[-1]["data"]["text/html"] and "等回应" in pub.outputs[-1]["data"]["text/html"]
+    items.extend(responses_turn()[3:])
+    view.update()
+    assert pub.outputs[-1]["update"] is True and len(rows_of(pub.outputs[-1]["data"]["text/html"])) == 7
+    assert "共 7 个条目" in pub.outputs[-1]["data"]["text/plain"]
+    messages = show_items(anthropic_turn(), api="messages")
+    assert messages.api == "messages" and "共 4 条消息" in pub.outputs[-1]["data"]["text/html"]
+
+
+def test_scripted_rows_in_an_items_table_are_the_model_output_items():
+    class Stub:
+        model = "some-model"
+        scripted_replies = [fc("call_a", "ls *.py")]
+
+    view = MessagesView(responses_turn(), api="responses", chat=Stub())
+    assert view.scripted_positions() == [2]
+    assert view.whose() == "回复来自所选模型 some-model，pos 2 来自【脚本示范】"
+    assert view.turns == {}, "用量记录只对得上 chat.completions 的调用"

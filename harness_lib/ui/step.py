@@ -205,8 +205,8 @@ class LoopRun:
 
 
 def _mark_scripted(view: MessagesView, messages: list, start: int) -> None:
-    """`start` 以后的助手消息都是【脚本示范】给的：记进消息表的 `scripted`。"""
-    view.scripted.extend(m for m in messages[start:] if as_dict(m).get("role") == "assistant"
+    """`start` 以后模型交回的行（助手消息，Responses 的输出条目）都是【脚本示范】给的：记进消息表的 `scripted`。"""
+    view.scripted.extend(m for m in messages[start:] if view.is_reply(m)
                          and not any(m is known for known in view.scripted))
 
 

@@ -1,4 +1,7 @@
 """消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新；`messages_frame` 是数据表。
+另外两种线路格式用同一张表：`show_items(items, api="responses")` 画 Responses API 的输入条目，
+`show_items(messages, api="messages")` 画 Anthropic Messages API 的消息。三种格式先各自变成同样的“行”（`_Row`：
+第二列的字、内容、提出的调用、回应的调用），配对、小标签、折叠和警告都是同一份代码。
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由 pos 几回应”“回应 pos 几”（pos 就是表的第一列），没有回应的
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
@@ -8,15 +11,18 @@
 所选模型，还是替它作答的【脚本示范】（`scripted` 里的助手消息，按值认），这样的行另外标出。
 """
 
+import json
 from collections import Counter
+from dataclasses import dataclass, field
 from html import escape
+from typing import Callable
 
 import pandas as pd
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 from ..models.calls import calls_since, last_call_seq
-from ..models.messages import as_dict, calls_of, pair_positions, text_of
+from ..models.messages import as_dict, calls_of, text_of
 from ..text import shorten
 
 COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
@@ -31,7 +37,9 @@ PREVIEW_CHARS = 60
 FULL_TEXT_CAP = 20_000  # 每个单元格最多嵌入这么多字符的全文
 SCROLL_CUE_ROWS = 6  # 超过这么多行，表框底边贴一行“上下滚动”的提示（表框最高 420 像素）
 TOTAL_FULL_TEXT = 400_000  # 整张表最多嵌入这么多（先给最新的消息），超出后只给预览
-ROLE_COLORS = {"system": "#eef0f4", "user": "#e6f0ff", "assistant": "#e9f7ec", "tool": "#fff5dc"}
+# 底色按角色；另外两种线路格式的条目类型借用同样的颜色（调用像助手、回应像工具），推理条目单给一种
+ROLE_COLORS = {"system": "#eef0f4", "developer": "#eef0f4", "user": "#e6f0ff", "assistant": "#e9f7ec", "tool": "#fff5dc",
+               "reasoning": "#f3eefc"}
 CALL_COLORS = [("#dbeafe", "#3b82f6"), ("#fce7f3", "#db2777"), ("#ede9fe", "#7c3aed"), ("#ccfbf1", "#0d9488"),
                ("#fef3c7", "#d97706"), ("#e0e7ff", "#4f46e5"), ("#ecfccb", "#65a30d"), ("#ffedd5", "#ea580c")]
 _WARN = "#b42318"
@@ -84,12 +92,147 @@ def messages_frame(messages) -> MessagesFrame:
     }, columns=COLUMNS).set_index("pos")
 
 
-class _Pairing:
-    """每个 `tool_call_id` 由哪一行提出、由哪几行回应，以及它的小标签用哪种颜色。"""
+# ---------------------------------------------------------------------------
+# 三种线路格式 → 同样的行：配对、小标签、折叠都只写一份
+# ---------------------------------------------------------------------------
 
-    def __init__(self, rows: list[dict]):
-        self.calls = [calls_of(r) for r in rows]
-        self.call_pos, self.answer_pos = pair_positions(rows)  # id → 提出它的行、回应它的各行
+
+@dataclass
+class _Row:
+    """表上的一行，不管来自哪种线路格式。`role`：第二列的字（也决定底色，`color` 另给时除外）；`parts`：内容，
+    一段或几段，每段是（小标题, 文字），Chat 只有一段、没有小标题；`calls`：这一行提出的调用 (id, 工具名, 参数原文)；
+    `answers`：这一行回应的调用 (id, is_error)；`tagged`：不是回应、却带着配对字段的行，只画它的小标签；
+    `reply`：这一行是模型交回来的（【脚本示范】按它标）。"""
+
+    role: str
+    parts: list = field(default_factory=lambda: [("", "")])
+    calls: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
+    tagged: str | None = None
+    reply: bool = False
+    color: str | None = None
+
+
+def _args(value) -> str:
+    """参数的原文：Chat 和 Responses 给的是字符串，原样；Anthropic 给的是对象，写成 JSON。"""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _sealed(secret) -> str:
+    """加密的或签名的内容：只给开头，说一共多长（读不懂，也不该改，原样带回去）。"""
+    secret = str(secret or "")
+    return f"{secret[:16]}…（共 {len(secret)} 个字符，原样带回）" if len(secret) > 16 else secret
+
+
+def _chat_row(message: dict) -> _Row:
+    role = str(message.get("role", ""))
+    cid = str(message.get("tool_call_id") or "")
+    return _Row(role, [("", text_of(message.get("content")))], calls_of(message),
+                [(cid, None)] if role == "tool" else [], cid if role != "tool" and "tool_call_id" in message else None,
+                role == "assistant")
+
+
+def _responses_row(item: dict) -> _Row:
+    """Responses API 的一个条目：消息、`function_call`、`function_call_output`、`reasoning`，别的类型原样给 JSON。"""
+    kind = item.get("type") or ("message" if "role" in item else "")
+    if kind == "message":
+        role = str(item.get("role", ""))
+        return _Row(role, [("", text_of(item.get("content")))], reply=role == "assistant")
+    if kind == "function_call":
+        call = (str(item.get("call_id") or ""), str(item.get("name") or "?"), _args(item.get("arguments", "")))
+        return _Row(kind, calls=[call], reply=True, color="assistant")
+    if kind == "function_call_output":
+        return _Row(kind, [("", text_of(item.get("output")))], answers=[(str(item.get("call_id") or ""), None)],
+                    color="tool")
+    if kind == "reasoning":
+        summary = "\n".join(str(p.get("text", "")) for p in item.get("summary") or () if isinstance(p, dict))
+        parts = [("summary", summary)] if summary else []
+        parts += [("content", text_of(item.get("content")))] if item.get("content") else []
+        parts += [("encrypted_content", _sealed(item["encrypted_content"]))] if item.get("encrypted_content") else []
+        return _Row(kind, parts or [("", "")], reply=True)
+    return _Row(kind or "（没有 type）", [("", _args(item))])
+
+
+def _messages_row(message: dict) -> _Row:
+    """Anthropic Messages API 的一条消息：内容是字符串，或者块的列表（`text`、`tool_use`、`tool_result`、`thinking`……）。
+    一条用户消息可以装着几个 `tool_result` 块，各回应一个调用。"""
+    role, content = str(message.get("role", "")), message.get("content")
+    if not isinstance(content, (list, tuple)):
+        return _Row(role, [("", text_of(content))], reply=role == "assistant")
+    parts, calls, answers = [], [], []
+    for block in map(as_dict, content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            parts.append(("", str(block.get("text", ""))))
+        elif kind == "tool_use":
+            calls.append((str(block.get("id") or ""), str(block.get("name") or "?"), _args(block.get("input", {}))))
+        elif kind == "tool_result":
+            answers.append((str(block.get("tool_use_id") or ""), bool(block.get("is_error"))))
+            parts.append(("tool_result", text_of(block.get("content"))))
+        elif kind == "thinking":
+            parts.append(("thinking", str(block.get("thinking", ""))))
+            parts += [("signature", _sealed(block["signature"]))] if block.get("signature") else []
+        elif kind == "redacted_thinking":
+            parts.append(("redacted_thinking", _sealed(block.get("data"))))
+        else:
+            parts.append((str(kind or "?"), _args(block)))
+    only_results = answers and len(parts) == len(answers)
+    return _Row(role, parts or [("", "")], calls, answers, reply=role == "assistant",
+                color="tool" if only_results else None)
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """一种线路格式在表上的说法：列名、配对字段、一行叫什么、回应叫什么、行从哪里来。"""
+
+    columns: tuple
+    id_name: str  # 配对字段：tool_call_id、call_id、tool_use_id
+    measure: str  # 量词
+    noun: str  # 一行是什么：消息、条目
+    answer: str  # 回应调用的东西，带量词
+    source: str  # 全文在哪个变量里，例如 "messages[{pos}]"
+    row: Callable[[dict], _Row]
+
+    @property
+    def unit(self) -> str:
+        return self.measure + self.noun
+
+
+WIRES = {
+    "chat": _Wire(tuple(COLUMNS), "tool_call_id", "条", "消息", "条工具消息", "messages[{pos}]", _chat_row),
+    "responses": _Wire(("pos", "type · role", "content", "function_call", "call_id"), "call_id", "个", "条目",
+                       "个 function_call_output 条目", "items[{pos}]", _responses_row),
+    "messages": _Wire(("pos", "role", "content", "tool_use", "tool_use_id"), "tool_use_id", "条", "消息",
+                      "个 tool_result 块", "messages[{pos}]", _messages_row),
+}
+
+
+def _wire(api: str) -> _Wire:
+    if api not in WIRES:
+        raise ValueError(f"api 只能是 {'、'.join(map(repr, WIRES))}，收到 {api!r}")
+    return WIRES[api]
+
+
+def _normal(messages, api: str = "chat") -> list[_Row]:
+    """每条消息（或条目）变成一行。"""
+    wire = _wire(api)
+    return [wire.row(r) for r in _rows(messages)]
+
+
+class _Pairing:
+    """每个调用 id 由哪一行提出、由哪几行回应，以及它的小标签用哪种颜色。不管先后：服务商那条讲先后的规矩
+    （调用之后紧跟着回应）在 `checks.pairing_error`。"""
+
+    def __init__(self, rows: list[_Row], wire: _Wire = WIRES["chat"]):
+        self.wire = wire
+        self.calls = [row.calls for row in rows]
+        self.call_pos: dict[str, int] = {}  # id → 提出它的行
+        self.answer_pos: dict[str, list[int]] = {}  # id → 回应它的各行
+        for pos, row in enumerate(rows):
+            for cid, _, _ in row.calls:
+                self.call_pos.setdefault(cid, pos)
+            for cid, _ in row.answers:
+                self.answer_pos.setdefault(cid, []).append(pos)
         first = dict(self.call_pos)  # 每个 id 第一次出现的行：提出它的，或更早的回应
         for cid, answers in self.answer_pos.items():
             first[cid] = min(first.get(cid, answers[0]), answers[0])
@@ -99,9 +242,9 @@ class _Pairing:
         return self._lines([(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos],
                            "… 有 {n} 个工具调用还没有回应（执行、写回之前就是这样；下一次请求之前要补齐）：")
 
-    def problems(self) -> list[str]:  # 表头上方：真正的错，找不到调用的工具消息
+    def problems(self) -> list[str]:  # 表头上方：真正的错，找不到调用的回应
         return self._lines([(c, p) for c, ps in self.answer_pos.items() if c not in self.call_pos for p in ps],
-                           "⚠ 有 {n} 条工具消息找不到对应的调用：")
+                           "⚠ 有 {n} " + self.wire.answer + "找不到对应的调用：")
 
     @staticmethod
     def _lines(found: list, what: str) -> list[str]:
@@ -133,8 +276,8 @@ def _hint(text: str) -> str:
     return f'<span style="color:#57606a;font-size:11.5px;white-space:nowrap">{escape(text)}</span>'
 
 
-def _cell(text: str, pos: int, budget: list[int], code: bool = False) -> str:
-    """短文字直接显示；长的或多行的折叠成 <details>，点开看全文（全文有上限）。"""
+def _cell(text: str, where: str, budget: list[int], code: bool = False) -> str:
+    """短文字直接显示；长的或多行的折叠成 <details>，点开看全文（全文有上限）。`where`：全文在哪里（`messages[3]`）。"""
     shown = f'<code style="font-size:12px">{escape(_preview(text))}</code>' if code else escape(_preview(text))
     if len(text) <= PREVIEW_CHARS and "\n" not in text and "\r" not in text:
         return shown
@@ -142,31 +285,46 @@ def _cell(text: str, pos: int, budget: list[int], code: bool = False) -> str:
     budget[0] -= min(len(text), cap)
     body = escape(text[:cap])
     if len(text) > cap:
-        body += escape(f"\n……（还有 {len(text) - cap} 个字符没有嵌入这张表，全文在 messages[{pos}] 里）")
+        body += escape(f"\n……（还有 {len(text) - cap} 个字符没有嵌入这张表，全文在 {where} 里）")
     return f'<details><summary style="cursor:pointer">{shown}</summary><pre {_PRE}>{body}</pre></details>'
 
 
-def _calls_cell(pos: int, pairing: _Pairing, budget: list[int]) -> str:
+def _stacked(cells: list[str]) -> str:
+    """一格里的几项：一项直接放，几项各占一行。"""
+    return cells[0] if len(cells) == 1 else "".join(f'<div style="margin:1px 0">{c}</div>' for c in cells)
+
+
+def _content_cell(row: _Row, where: str, budget: list[int]) -> str:
+    """内容：一段没有小标题的（Chat 的每条消息）直接放；几段的（Anthropic 的块、推理条目）每段一行，前面是小标题。"""
+    return _stacked([(_hint(label) + " " if label else "") + _cell(text, where, budget) for label, text in row.parts])
+
+
+def _calls_cell(pos: int, pairing: _Pairing, where: str, budget: list[int]) -> str:
     parts = []
     for cid, name, args in pairing.calls[pos]:
         answers = pairing.answer_pos.get(cid)
         status = _hint(f"→ 由 pos {'、'.join(map(str, answers))} 回应") if answers else _pending("等回应")
         parts.append(f'<div style="margin:1px 0">{_chip(cid, pairing)} <b style="font-family:monospace">'
-                     f"{escape(name)}</b>({_cell(args, pos, budget, code=True)}) {status}</div>")
+                     f"{escape(name)}</b>({_cell(args, where, budget, code=True)}) {status}</div>")
     return "".join(parts)
 
 
-def _id_cell(row: dict, pairing: _Pairing, outcomes=None) -> str:
-    cid = str(row.get("tool_call_id") or "")
-    if row.get("role") != "tool":
-        return _chip(cid, pairing) if "tool_call_id" in row else ""
-    if not cid:
-        return _warn("⚠ 缺少 tool_call_id")
-    layer = getattr((outcomes or {}).get(cid), "layer", None)  # 循环记下的结局，不从文字里猜
-    shown = "" if layer is None else " " + (_hint("✓ 成功") if layer == "成功" else _layer(layer))
-    if cid in pairing.call_pos:
-        return f"{_chip(cid, pairing)} {_hint(f'↩ 回应 pos {pairing.call_pos[cid]}')}{shown}"
-    return f"{_chip(cid, pairing)} {_warn('⚠ 找不到对应的调用')}{shown}"
+def _id_cell(row: _Row, pairing: _Pairing, outcomes=None) -> str:
+    """回应的行：每个回应一项，小标签、回应哪一行（或找不到调用）、`is_error`、循环记下的层次。"""
+    if not row.answers:
+        return "" if row.tagged is None else _chip(row.tagged, pairing)
+    cells = []
+    for cid, is_error in row.answers:
+        if not cid:
+            cells.append(_warn(f"⚠ 缺少 {pairing.wire.id_name}"))
+            continue
+        layer = getattr((outcomes or {}).get(cid), "layer", None)  # 循环记下的结局，不从文字里猜
+        shown = ("" if not is_error else " " + _layer("is_error")) + (
+            "" if layer is None else " " + (_hint("✓ 成功") if layer == "成功" else _layer(layer)))
+        found = (_hint(f"↩ 回应 pos {pairing.call_pos[cid]}") if cid in pairing.call_pos
+                 else _warn("⚠ 找不到对应的调用"))
+        cells.append(f"{_chip(cid, pairing)} {found}{shown}")
+    return _stacked(cells)
 
 
 def _layer(text: str) -> str:  # 失败的层次：处理函数之前停下的，或动手后出错的
@@ -188,19 +346,21 @@ def _role_cell(role: str, turn, scripted: bool = False) -> str:
 
 
 def messages_html(messages, title: str | None = None, outcomes=None, turns=None, whose: str | None = None,
-                  scripted=()) -> str:
+                  scripted=(), api: str = "chat") -> str:
     """整张表的 HTML（只用行内样式，不用脚本）。`outcomes`：调用 ID → 结局（有 `.layer`）；`turns`：位置 → 那条助手
-    消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的助手消息的位置。"""
-    rows = _rows(messages)
+    消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的行的位置；
+    `api`：`"chat"`（Chat Completions 的 messages）、`"responses"`（Responses 的输入条目）或 `"messages"`（Anthropic）。"""
+    wire = _wire(api)
+    rows = _normal(messages, api)
     turns = turns or {}
     title = " · ".join(filter(None, [title, whose]))
-    pairing = _Pairing(rows)
+    pairing = _Pairing(rows, wire)
     legend = " ".join(f'<span style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border:1px solid #d0d7de;'
                       f'border-radius:4px;padding:0 6px;white-space:nowrap">{escape(role or "（无 role）")} {n}</span>'
-                      for role, n in Counter(str(row.get("role", "")) for row in rows).items())
-    head = (f"<b>{escape(title)}</b> · " if title else "") + f"共 {len(rows)} 条消息 {legend}"
+                      for role, n in Counter(row.role for row in rows).items())
+    head = (f"<b>{escape(title)}</b> · " if title else "") + f"共 {len(rows)} {wire.unit} {legend}"
     if pairing.color:
-        head += " " + _hint("同色小标签 = 同一个 tool_call_id")
+        head += " " + _hint(f"同色小标签 = 同一个 {wire.id_name}")
     out = ['<div class="messages-view" style="font-size:13px;color:#1f2328;line-height:1.45;max-width:100%">',
            f'<div style="margin:2px 0 4px">{head}</div>']
     out += [f'<div style="color:#6f4e00;margin:2px 0">{escape(line)}</div>' for line in pairing.waiting()]
@@ -209,37 +369,40 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None,
     out.append('<div style="max-height:420px;overflow:auto;border:1px solid #d0d7de;border-radius:6px;'
                'background:#fff"><table style="border-collapse:collapse;width:100%;margin:0;font-size:12.5px;'
                # JupyterLab 给渲染出的表格 table-layout: fixed，五列就一样宽；这里按内容分配宽度
-               'color:#1f2328;table-layout:auto"><thead><tr>' + "".join(f"<th {_TH}>{h}</th>" for h in COLUMNS)
+               'color:#1f2328;table-layout:auto"><thead><tr>' + "".join(f"<th {_TH}>{h}</th>" for h in wire.columns)
                + "</tr></thead><tbody>")
     if not rows:
-        out.append(f'<tr><td colspan="5" {_TD}>（还没有消息）</td></tr>')
+        out.append(f'<tr><td colspan="5" {_TD}>（还没有{wire.noun}）</td></tr>')
     budget, body = [TOTAL_FULL_TEXT], []
     for pos in range(len(rows) - 1, -1, -1):  # 倒着画：全文预算先给最新的消息
-        row = rows[pos]
-        role = str(row.get("role", ""))
-        calls = _calls_cell(pos, pairing, budget)
-        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(role, turns.get(pos), pos in scripted),
-                 _cell(text_of(row.get("content")), pos, budget), calls, _id_cell(row, pairing, outcomes)]
-        body.append(f'<tr style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border-bottom:1px solid #e3e6ea">'
-                    + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(COLUMNS, cells))
+        row, where = rows[pos], wire.source.format(pos=pos)
+        calls = _calls_cell(pos, pairing, where, budget)
+        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(row.role, turns.get(pos), pos in scripted),
+                 _content_cell(row, where, budget), calls, _id_cell(row, pairing, outcomes)]
+        background = ROLE_COLORS.get(row.color or row.role, "#f5f5f5")
+        body.append(f'<tr style="background:{background};border-bottom:1px solid #e3e6ea">'
+                    + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(wire.columns, cells))
                     + "</tr>")
     out += reversed(body)
     out.append("</tbody>")
     if len(rows) > SCROLL_CUE_ROWS:  # 行多时表框会滚动：底边贴一行提示，框里还有行就看得见它
         out.append(f'<tfoot><tr><td colspan="5" style="position:sticky;bottom:0;background:#f6f8fa;color:#57606a;'
-                   f'border-top:1px solid #d0d7de;font-size:11.5px;padding:2px 8px">↕ 共 {len(rows)} 条消息，'
+                   f'border-top:1px solid #d0d7de;font-size:11.5px;padding:2px 8px">↕ 共 {len(rows)} {wire.unit}，'
                    "放不下时在框里上下滚动</td></tr></tfoot>")
     out.append("</table></div></div>")
     return "".join(out)
 
 
-def messages_text(messages, title: str | None = None, last: int = 30, whose: str | None = None) -> str:
-    """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 条的角色，再是问题提示。"""
-    rows = _rows(messages)
+def messages_text(messages, title: str | None = None, last: int = 30, whose: str | None = None,
+                  api: str = "chat") -> str:
+    """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 行的角色（或条目类型），再是问题提示。"""
+    wire = _wire(api)
+    rows = _normal(messages, api)
     title = " · ".join(filter(None, [title, whose]))
-    roles = ("… → " if len(rows) > last else "") + " → ".join(str(r.get("role", "")) for r in rows[-last:])
-    head = (f"{title} · " if title else "") + f"共 {len(rows)} 条消息" + (f"：{roles}" if rows else "（还没有消息）")
-    pairing = _Pairing(rows)
+    roles = ("… → " if len(rows) > last else "") + " → ".join(row.role for row in rows[-last:])
+    head = (f"{title} · " if title else "") + f"共 {len(rows)} {wire.unit}" + (
+        f"：{roles}" if rows else f"（还没有{wire.noun}）")
+    pairing = _Pairing(rows, wire)
     return "\n".join([head, *pairing.waiting(), *pairing.problems()])
 
 
@@ -249,9 +412,11 @@ def _execution_count() -> int | None:  # 不在 IPython 里是 None
 
 class MessagesView:
     """一张活的消息表。它保存列表的引用：循环往 `messages` 里追加后 `view.update()` 就能看到此刻的样子。
-    每张表是它那一格的快照：在显示它的那一格里原地刷新，在后面的格子里 `update()` 会另起一张，前面那张保持原样。"""
+    每张表是它那一格的快照：在显示它的那一格里原地刷新，在后面的格子里 `update()` 会另起一张，前面那张保持原样。
+    `api`：列表是哪种线路格式（`"chat"`、`"responses"`、`"messages"`，见 `messages_html`）。"""
 
-    def __init__(self, messages=None, title: str | None = None, outcomes=None, chat=None):
+    def __init__(self, messages=None, title: str | None = None, outcomes=None, chat=None, api: str = "chat"):
+        self.api, self._wire = api, _wire(api)
         self.messages = messages if messages is not None else []
         self.title = title
         self.outcomes = outcomes  # 循环按调用 ID 记下的结局（同一个字典，循环往里写）
@@ -276,7 +441,9 @@ class MessagesView:
     def _match_calls(self) -> None:
         """表开着以后记下的调用（`harness_lib.models.calls`），按先后对上新出现的助手消息；条数对不上（有的调用
         没有记录，比如自己新建的 openai.OpenAI）就不标，宁可空着也不标错。"""
-        new = [m for m in self.messages if as_dict(m).get("role") == "assistant"
+        if self.api != "chat":  # 记下的是 chat.completions 的调用，对不上另外两种格式的行
+            return
+        new = [m for m in self.messages if self.is_reply(m)
                and not (id(m) in self._seen and self._seen[id(m)][0] is m)]
         records = calls_since(self._seq)
         matched = records if records and len(records) == len(new) else [None] * len(new)
@@ -285,9 +452,13 @@ class MessagesView:
         if records:
             self._seq = records[-1].seq
 
+    def is_reply(self, message) -> bool:
+        """这一行是模型交回来的吗：Chat 和 Anthropic 的助手消息，Responses 的输出条目（推理、调用、助手消息）。"""
+        return self._wire.row(as_dict(message)).reply
+
     def scripted_positions(self) -> list[int]:
-        """【脚本示范】给的助手消息在表里的位置（按值认：追加进 messages 的是同样的字典）。"""
-        return [pos for pos, m in enumerate(self.messages) if as_dict(m).get("role") == "assistant"
+        """【脚本示范】给的行在表里的位置（按值认：追加进 messages 的是同样的字典）。"""
+        return [pos for pos, m in enumerate(self.messages) if self.is_reply(m)
                 and any(m is known or as_dict(m) == as_dict(known) for known in self.scripted)]
 
     def whose(self) -> str | None:
@@ -295,7 +466,7 @@ class MessagesView:
         if self.chosen is None:
             return None
         scripted = self.scripted_positions()
-        replies = sum(1 for m in self.messages if as_dict(m).get("role") == "assistant")
+        replies = sum(1 for m in self.messages if self.is_reply(m))
         if not scripted:
             return f"回复来自所选模型 {self.chosen}"
         if len(scripted) == replies:
@@ -304,12 +475,12 @@ class MessagesView:
 
     def html(self) -> str:
         return messages_html(self.messages, self.title, self.outcomes, self.turns, self.whose(),
-                             set(self.scripted_positions()))
+                             set(self.scripted_positions()), api=self.api)
 
     _repr_html_ = html
 
     def __repr__(self) -> str:
-        return messages_text(self.messages, self.title, whose=self.whose())
+        return messages_text(self.messages, self.title, whose=self.whose(), api=self.api)
 
     def show(self) -> None:
         """在当前位置显示一张新表；以后的 `update()` 刷新的是这一张。不在 IPython 里就打印文字版。"""
@@ -338,5 +509,14 @@ def show_messages(messages, title: str | None = None, outcomes=None, chat=None) 
     `outcomes`：传给循环的同一个字典，工具消息就标出各自的层次。`chat`：回复经过的 `Chat`，标题就说回复来自
     所选模型还是【脚本示范】。"""
     view = MessagesView(messages, title=title, outcomes=outcomes, chat=chat)
+    view.show()
+    return view
+
+
+def show_items(items, title: str | None = None, api: str = "responses", outcomes=None, chat=None) -> MessagesView:
+    """另外两种线路格式的活表，和 `show_messages` 同样用法：`api="responses"` 时 `items` 是 Responses API 的输入条目
+    （`function_call` 和 `function_call_output` 按 `call_id` 配对，`reasoning` 条目单独一行），`api="messages"` 时是
+    Anthropic Messages API 的消息（`tool_use` 块和 `tool_result` 块按 `tool_use_id` 配对，`is_error` 标出来）。"""
+    view = MessagesView(items, title=title, outcomes=outcomes, chat=chat, api=api)
     view.show()
     return view
