@@ -31,6 +31,9 @@ from .memory import Memory
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"  # SDK 在没有设置 OPENAI_BASE_URL 时用的地址
 PRESETS_CHECKED = "2026-12-02"  # 下面每个模型名和服务商说法的核对日期；过了这一天，先点「测试连接」
+# 百炼的另外两种接口各有自己的地址（出处见 PRESETS 里百炼那一项）
+DASHSCOPE_RESPONSES_URL = "https://dashscope.aliyuncs.com/api/v2/apps/protocols/compatible-mode/v1"
+DASHSCOPE_ANTHROPIC_URL = "https://dashscope.aliyuncs.com/apps/anthropic"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class Preset:
     retires: str = ""
     extra_body: dict | None = None
     thinking: str = ""
+    # 另外两种接口（笔记本 11）的地址：服务商另给了地址才写，空的表示本项目没有记下
+    responses_base_url: str = ""
+    anthropic_base_url: str = ""
 
     def retired_on(self, today: date | None = None) -> bool:
         """到 `today`（默认今天）为止，公布的停用日期是不是已经过了。"""
@@ -69,7 +75,10 @@ PRESETS = [
            source="https://help.aliyun.com/zh/model-studio/models", checked="2026-12-06",
            extra_body={"enable_thinking": False},
            thinking="qwen-plus 默认不思考；预设照文档每次传 enable_thinking=False，开源版 Qwen3 也不会因思考模式回 400；"
-                    "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传；它们只收流式调用，客户端替它们在底下流式调用"),
+                    "只会思考的模型（名字里带 thinking）不收这个字段，碰到一次 400 就不再替它传；它们只收流式调用，客户端替它们在底下流式调用",
+           # Responses API 不在兼容模式的地址上：百炼《文本生成模型 API 参考》（2026-12-06 读）；Anthropic 兼容接口：
+           # https://help.aliyun.com/zh/model-studio/anthropic-api-messages （2026-12-06 核对；SDK 自己接上 /v1/messages）
+           responses_base_url=DASHSCOPE_RESPONSES_URL, anthropic_base_url=DASHSCOPE_ANTHROPIC_URL),
     # DeepSeek：deepseek-chat、deepseek-reasoner 2026-07-24 起不能再用（https://api-docs.deepseek.com/news/news260424 ），
     # base_url 不带 /v1。思维链也占 max_tokens：现行文档只对已下线的 deepseek-reasoner 写明
     # （https://api-docs.deepseek.com/guides/thinking_mode ，2026-12-01 核对），所以关掉思考更稳。

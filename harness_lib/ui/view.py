@@ -213,8 +213,8 @@ def _wire(api: str) -> _Wire:
     return WIRES[api]
 
 
-def _normal(messages, api: str = "chat") -> list[_Row]:
-    """每条消息（或条目）变成一行。"""
+def table_rows(messages, api: str = "chat") -> list[_Row]:
+    """每条消息（或条目）变成表上的一行（`_Row`）：`ui.step` 也按它数回复和调用。"""
     wire = _wire(api)
     return [wire.row(r) for r in _rows(messages)]
 
@@ -351,7 +351,7 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None,
     消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的行的位置；
     `api`：`"chat"`（Chat Completions 的 messages）、`"responses"`（Responses 的输入条目）或 `"messages"`（Anthropic）。"""
     wire = _wire(api)
-    rows = _normal(messages, api)
+    rows = table_rows(messages, api)
     turns = turns or {}
     title = " · ".join(filter(None, [title, whose]))
     pairing = _Pairing(rows, wire)
@@ -397,7 +397,7 @@ def messages_text(messages, title: str | None = None, last: int = 30, whose: str
                   api: str = "chat") -> str:
     """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 行的角色（或条目类型），再是问题提示。"""
     wire = _wire(api)
-    rows = _normal(messages, api)
+    rows = table_rows(messages, api)
     title = " · ".join(filter(None, [title, whose]))
     roles = ("… → " if len(rows) > last else "") + " → ".join(row.role for row in rows[-last:])
     head = (f"{title} · " if title else "") + f"共 {len(rows)} {wire.unit}" + (
