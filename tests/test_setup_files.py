@@ -102,9 +102,9 @@ def test_a_package_has_the_same_version_in_every_lock():
 
 
 def test_runtime_dependencies_are_the_named_packages():
-    # openai、Jupyter 的两种界面（JupyterLab 和 Notebook 7）、ipywidgets、pandas，别的都不装进学习者的环境
+    # openai、anthropic、Jupyter 的两种界面（JupyterLab 和 Notebook 7）、ipywidgets、pandas，别的都不装进学习者的环境
     names = {re.split(r"[<>=!;\[ ]", d)[0].lower() for d in _pyproject()["project"]["dependencies"]}
-    assert names == {"openai", "jupyterlab", "notebook", "ipywidgets", "pandas"}
+    assert names == {"openai", "anthropic", "jupyterlab", "notebook", "ipywidgets", "pandas"}
 
 
 def test_openai_sdk_is_the_3x_line():
@@ -114,6 +114,19 @@ def test_openai_sdk_is_the_3x_line():
     import openai as sdk
 
     assert sdk.__version__.split(".")[0] == "3"
+
+
+def test_anthropic_sdk_is_the_2x_line_on_httpx2():
+    # 2.x 和 openai 3.x 用同一个 httpx2：FakeAnthropic 和 FakeClient 共用一条离线线路（wire.OfflineHTTP）
+    deps = _pyproject()["project"]["dependencies"]
+    anthropic = next(d for d in deps if d.startswith("anthropic"))
+    assert ">=2" in anthropic and "<3" in anthropic
+    import anthropic as sdk
+    import httpx2
+
+    assert sdk.__version__.split(".")[0] == "2"
+    with httpx2.Client() as http:  # 用 httpx 的版本会拒绝 httpx2 的客户端（TypeError）
+        sdk.Anthropic(api_key="unused", http_client=http).close()
 
 
 def test_postbuild_installs_the_project_and_stops_at_the_first_failure(tmp_path):
