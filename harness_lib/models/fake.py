@@ -17,7 +17,7 @@ import openai
 
 from ..safety.trust import trust_client
 from .checks import bad, check_request, is_given, wrong_type
-from .messages import as_dict, text_of
+from .messages import as_dict, text_of, token_count
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
 from .script import default_reply, scripted_call, text_reply, tool_reply
 from .wire import (OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, json_response, route,
@@ -43,10 +43,10 @@ def _script_item(item: Any) -> Any:
 
 
 def _tokens(message: dict) -> int:
-    """一条消息的 token 数，粗略估计：UTF-8 字节数除以 3（一个汉字约一个 token），每个调用另加 8。"""
+    """一条消息的 token 数，粗略估计（`messages.token_count`），每个调用另加 8。"""
     calls = message.get("tool_calls") or ()
     texts = [text_of(message.get("content")), *(c["function"]["arguments"] for c in calls)]
-    return sum((len(t.encode("utf-8")) + 2) // 3 for t in texts) + 8 * (len(texts) - 1)
+    return sum(map(token_count, texts)) + 8 * (len(texts) - 1)
 
 
 def prompt_tokens(msgs: list[dict], tools: list[dict]) -> int:
@@ -112,7 +112,9 @@ class FakeModel:
         used = sum(len(m.get("tool_calls") or ()) for m in msgs)  # 新的调用 id 接着往下编
         calls = [c if c.get("id") else {"id": f"call_{n:03d}", **c}
                  for n, c in enumerate(reply.get("tool_calls") or (), start=used + 1)]
+        thought = reply.get("reasoning_content")  # 脚本里写了思考文字就带上（另外两种线路格式译成推理条目、thinking 块）
         message = {"role": "assistant", "content": reply.get("content"), "refusal": None,
+                   **({"reasoning_content": thought} if isinstance(thought, str) else {}),
                    **({"tool_calls": calls} if calls else {})}
         prompt, completion = prompt_tokens(msgs, tools), max_tokens if finish == "length" else _tokens(message) + 1
         answer = {"id": f"chatcmpl-fake-{next(self._ids):04d}", "object": "chat.completion", "created": CREATED,
