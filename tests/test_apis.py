@@ -1,0 +1,207 @@
+"""假模型的另一种线路格式：OpenAI 的 Responses（`/v1/responses`）。
+
+用真正的 SDK 驱动：离线（`FakeClient`，请求不出本进程）和走真实 HTTP（`start_server`）各一遍。
+报错断言的是 SDK 自己抛出的异常和服务商的原话（出处写在 `responses_api.py` 里）。
+"""
+
+import json
+import os
+
+import openai
+import pytest
+
+from harness_lib import FakeClient, api_error, scripted_call, start_server, tool_reply
+
+MODEL = "fake-agent-1"
+TASK = "列出当前目录中的 Python 文件"
+LIST_PY = "dir /b *.py" if os.name == "nt" else "ls *.py"
+FILES = "agent.py\ntools.py"
+SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+FLAT_TOOLS = [{"type": "function", "name": "bash", "description": "运行一条 shell 命令", "parameters": SCHEMA}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with start_server() as running:
+        yield running
+
+
+def both_ways(name, offline, online):
+    """一个夹具：真正的 SDK，离线（替身客户端，请求不出本进程）一遍，走 HTTP 到本机端点一遍。"""
+    @pytest.fixture(name=name, params=["offline", "http"])
+    def client(request, server):
+        with (offline() if request.param == "offline" else online(server)) as made:
+            yield made
+    return client
+
+
+oai = both_ways("oai", FakeClient, lambda s: openai.OpenAI(base_url=s.base_url, api_key="x", max_retries=0))
+
+
+def dumped(items):
+    """SDK 返回的条目或内容块，照学习者追加历史的写法转成字典。"""
+    return [item.model_dump(exclude_none=True) for item in items]
+
+
+# ---- Responses ----
+
+def test_responses_tool_round_trip(oai):
+    first = oai.responses.create(model=MODEL, input=TASK, tools=FLAT_TOOLS)
+    assert first.object == "response" and first.id.startswith("resp_") and first.status == "completed"
+    [call] = first.output
+    assert call.type == "function_call" and call.name == "bash" and call.status == "completed"
+    assert call.id.startswith("fc_") and call.call_id.startswith("call_")
+    assert json.loads(call.arguments) == {"command": LIST_PY}
+    history = [{"role": "user", "content": TASK}, *dumped(first.output),
+               {"type": "function_call_output", "call_id": call.call_id, "output": FILES}]
+    final = oai.responses.create(model=MODEL, input=history, tools=FLAT_TOOLS)
+    [message] = final.output
+    assert message.type == "message" and message.role == "assistant" and message.id.startswith("msg_")
+    assert "agent.py" in final.output_text and "tools.py" in final.output_text
+    usage = final.usage
+    assert usage.input_tokens > first.usage.input_tokens  # 第二次请求带着整段历史
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+
+
+def test_responses_instructions_become_the_system_message():
+    client = FakeClient()
+    client.responses.create(model=MODEL, input="你好", instructions="只说中文。")
+    assert client.last_request["messages"][0] == {"role": "system", "content": "只说中文。"}
+    assert client.last_request["messages"][1] == {"role": "user", "content": "你好"}
+
+
+@pytest.mark.parametrize("change, words, param", [
+    ("drop_output", "No tool output found for function call call_001.", "input"),
+    ("unknown_output", "No tool call found for function call output with call_id call_999.", "input"),
+    ("chat_tools", "Missing required parameter: 'tools[0].name'.", "tools[0].name"),
+    ("object_input", "Invalid type for 'input': expected a string or an array of input items, but got object instead.",
+     "input"),
+    ("short_limit", "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, "
+                    "but got 8 instead.", "max_output_tokens"),
+])
+def test_responses_rejects_like_openai(oai, change, words, param):
+    call = {"type": "function_call", "call_id": "call_001", "name": "bash", "arguments": json.dumps({"command": "ls"})}
+    output = {"type": "function_call_output", "call_id": "call_001", "output": FILES}
+    request = {"model": MODEL, "input": [{"role": "user", "content": TASK}, call, output], "tools": FLAT_TOOLS}
+    if change == "drop_output":
+        request["input"] = request["input"][:2]
+    elif change == "unknown_output":
+        request["input"].append({**output, "call_id": "call_999"})
+    elif change == "chat_tools":
+        request["tools"] = [{"type": "function", "function": {"name": "bash", "parameters": SCHEMA}}]
+    elif change == "object_input":
+        request["input"] = {"role": "user", "content": TASK}
+    else:
+        request["max_output_tokens"] = 8
+    with pytest.raises(openai.BadRequestError) as info:
+        oai.responses.create(**request)
+    assert info.value.status_code == 400
+    assert info.value.body["message"] == words and info.value.body["param"] == param
+
+
+def test_responses_stream_is_assembled_by_the_sdk_helper(oai):
+    plain = oai.responses.create(model=MODEL, input="你好")
+    with oai.responses.stream(model=MODEL, input="你好") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert final.output_text == plain.output_text and final.status == "completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert [e.type for e in events[:4]] == ["response.created", "response.in_progress",
+                                            "response.output_item.added", "response.content_part.added"]
+    assert events[-1].type == "response.completed"
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == plain.output_text
+    assert {"response.output_text.done", "response.content_part.done", "response.output_item.done"} <= \
+        {e.type for e in events}
+
+
+def test_responses_streamed_function_call_has_its_argument_events(oai):
+    raw = list(oai.responses.create(model=MODEL, input=TASK, tools=FLAT_TOOLS, stream=True))
+    kinds = [e.type for e in raw]
+    assert "response.function_call_arguments.delta" in kinds
+    done = next(e for e in raw if e.type == "response.function_call_arguments.done")
+    assert json.loads(done.arguments) == {"command": LIST_PY}
+    assert "".join(e.delta for e in raw if e.type == "response.function_call_arguments.delta") == done.arguments
+    assert raw[-1].response.output[0].call_id == "call_001"
+
+
+def test_responses_max_output_tokens_cuts_the_answer(oai):
+    whole = oai.responses.create(model=MODEL, input="随便说点什么")
+    cut = oai.responses.create(model=MODEL, input="随便说点什么", max_output_tokens=16)
+    assert whole.status == "completed" and cut.status == "incomplete"
+    assert cut.incomplete_details.reason == "max_output_tokens" and cut.output[0].status == "incomplete"
+    assert cut.usage.output_tokens == 16
+    assert whole.output_text.startswith(cut.output_text) and len(cut.output_text) < len(whole.output_text)
+    streamed = list(oai.responses.create(model=MODEL, input="随便说点什么", max_output_tokens=16, stream=True))
+    assert streamed[-1].type == "response.incomplete"  # 截断的流不以 response.completed 结束
+
+
+def test_responses_encrypted_reasoning_round_trip(oai):
+    """`store: false` 时推理条目不存在服务端：要用 `include` 拿到 `encrypted_content`，下一次原样带回。"""
+    ask = {"model": MODEL, "tools": FLAT_TOOLS, "store": False, "reasoning": {"effort": "low"},
+           "include": ["reasoning.encrypted_content"]}
+    first = oai.responses.create(input=TASK, **ask)
+    reasoning, call = first.output
+    assert reasoning.type == "reasoning" and reasoning.id.startswith("rs_") and reasoning.encrypted_content
+    assert first.usage.output_tokens_details.reasoning_tokens > 0
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": FILES}
+
+    def again(items):
+        return oai.responses.create(input=[{"role": "user", "content": TASK}, *items, output], **ask)
+
+    assert "agent.py" in again(dumped(first.output)).output_text
+    kept = dumped(first.output)
+    without = [{k: v for k, v in kept[0].items() if k != "encrypted_content"}, kept[1]]
+    with pytest.raises(openai.NotFoundError) as info:
+        again(without)
+    assert info.value.body["message"] == (
+        f"Item with id '{reasoning.id}' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input.")
+    tampered = [{**kept[0], "encrypted_content": "A" + kept[0]["encrypted_content"][1:]}, kept[1]]
+    with pytest.raises(openai.BadRequestError) as info:
+        again(tampered)
+    assert info.value.body["code"] == "invalid_encrypted_content"
+    assert info.value.body["message"].endswith("could not be verified.")
+    with pytest.raises(openai.BadRequestError) as info:  # 推理条目后面少了它带出来的调用
+        oai.responses.create(input=[{"role": "user", "content": TASK}, kept[0]], **ask)
+    assert info.value.body["message"] == (
+        f"Item '{reasoning.id}' of type 'reasoning' was provided without its required following item.")
+
+
+def test_responses_reasoning_summary_streams_as_its_own_events(oai):
+    with oai.responses.stream(model=MODEL, input="你好", reasoning={"effort": "low", "summary": "auto"}) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    summary = final.output[0].summary[0].text
+    assert final.output[0].type == "reasoning" and summary
+    assert "response.reasoning_summary_text.delta" in kinds and "response.reasoning_summary_part.done" in kinds
+
+
+def test_previous_response_id_replaces_the_history_when_stored(oai):
+    first = oai.responses.create(model=MODEL, input=TASK, tools=FLAT_TOOLS)
+    output = {"type": "function_call_output", "call_id": first.output[0].call_id, "output": FILES}
+    chained = oai.responses.create(model=MODEL, previous_response_id=first.id, input=[output], tools=FLAT_TOOLS)
+    full = oai.responses.create(model=MODEL, tools=FLAT_TOOLS,
+                                input=[{"role": "user", "content": TASK}, *dumped(first.output), output])
+    assert chained.output_text == full.output_text and "agent.py" in chained.output_text
+    assert chained.previous_response_id == first.id
+    unstored = oai.responses.create(model=MODEL, input=TASK, tools=FLAT_TOOLS, store=False)
+    with pytest.raises(openai.BadRequestError) as info:
+        oai.responses.create(model=MODEL, previous_response_id=unstored.id, input=[output], tools=FLAT_TOOLS)
+    assert info.value.body["message"] == f"Previous response with id '{unstored.id}' not found."
+    assert info.value.body["code"] == "previous_response_not_found"
+
+
+def test_chat_shaped_scripts_drive_the_responses_api():
+    client = FakeClient(script=[
+        {**tool_reply(scripted_call("bash", {"command": "pwd"})), "reasoning_content": "先看看在哪个目录。"},
+        "完成了。", api_error(429, "Rate limit reached", code="rate_limit_exceeded")])
+    first = client.responses.create(model=MODEL, input="在哪？", tools=FLAT_TOOLS)
+    reasoning, call = first.output
+    assert reasoning.type == "reasoning" and reasoning.summary == []  # 没要摘要
+    assert (call.name, json.loads(call.arguments)) == ("bash", {"command": "pwd"})
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "/tmp"}
+    assert client.responses.create(model=MODEL, previous_response_id=first.id, input=[output]).output_text == "完成了。"
+    with pytest.raises(openai.RateLimitError):
+        client.responses.create(model=MODEL, input="再来")
+    assert client.script_remaining == 0
