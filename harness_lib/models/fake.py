@@ -3,7 +3,8 @@
 `FakeClient()` 用默认策略（`script.default_reply`）；`FakeClient(script=[...])` 每次 `create()` 按顺序取
 一条写好的回复（`text_reply`、`tool_reply`，或 `api_error(...)` 这样的异常）。SDK 照常编出 HTTP 请求，
 交给 `FakeHandler`（本地端点用的也是它）；`FakeModel` 先像服务商一样检查请求（`checks`），再作答。
-`FakeModel` 只懂 Chat Completions；`client.responses.create(...)` 的请求由 `responses_api` 译给它再译回来。
+`FakeModel` 只懂 Chat Completions；`client.responses.create(...)` 的请求由 `responses_api` 译给它再译回来，
+Anthropic 的 `/v1/messages` 由 `messages_api` 译（客户端是 `fake_anthropic.FakeAnthropic`）。
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .checks import bad, check_request, is_given, wrong_type
 from .messages import as_dict, text_of, token_count
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
 from .script import default_reply, scripted_call, text_reply, tool_reply
+from .messages_api import MessagesAPI
 from .responses_api import ResponsesAPI
 from .wire import (OPENAI_WORDS, OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, error_body,
                    json_response, openai_error, route, sse_response, stream_chunks)
@@ -143,7 +145,7 @@ class FakeModel:
 
 class ChatAPI:
     """Chat Completions（`POST /chat/completions`）：大脑本来就说这种格式，请求原样交给它。
-    Responses 的格式在 `responses_api.ResponsesAPI`，两者的样子相同：
+    另外两种线路格式在 `responses_api.ResponsesAPI` 和 `messages_api.MessagesAPI`，三者的样子相同：
     `answer(body, respond)` 作答，`error(...)` 写出这种格式的错误，`words` 是认证和模型名出错时的话。"""
 
     words = OPENAI_WORDS
@@ -155,20 +157,21 @@ class ChatAPI:
 
 
 def _keys(request: httpx2.Request) -> list[str]:
-    """请求带的密钥：`Authorization: Bearer …`。"""
+    """请求带的密钥：OpenAI 的 `Authorization: Bearer …`，或 Anthropic 的 `x-api-key`。"""
     header = request.headers.get("authorization") or ""
     bearer = header[7:].strip() if header.startswith("Bearer ") else ""
-    return [bearer] if bearer else []
+    return [key for key in (bearer, (request.headers.get("x-api-key") or "").strip()) if key]
 
 
 class FakeHandler:
-    """处理函数：按路径选线路格式（Chat Completions、Responses），把请求交给 `responder.respond(body)`
-    （Chat 形状），把结果写成那种格式的 HTTP 响应。`api_key` 不为空时请求必须带上它（报错里绝不回显收到的密钥）；
-    `check_model=True` 时只认 `fake` 开头的模型名（本地端点这样做）。`last_body` 是最近一次请求体的原样。"""
+    """处理函数：按路径选线路格式（Chat Completions、Responses、Anthropic Messages），把请求交给
+    `responder.respond(body)`（Chat 形状），把结果写成那种格式的 HTTP 响应。`api_key` 不为空时请求必须带上它
+    （`Authorization: Bearer` 或 `x-api-key` 都行；报错里绝不回显收到的密钥）；`check_model=True` 时只认
+    `fake` 开头的模型名（本地端点这样做）。`last_body` 是最近一次请求体的原样（哪种格式就是哪种）。"""
 
     def __init__(self, responder: Any, *, api_key: str | None = None, check_model: bool = False):
         self.responder, self.api_key, self.check_model = responder, api_key, check_model
-        self.apis = {"/chat/completions": ChatAPI(), "/responses": ResponsesAPI()}
+        self.apis = {"/chat/completions": ChatAPI(), "/responses": ResponsesAPI(), "/messages": MessagesAPI()}
         self.last_body: dict | None = None
         self._request_ids = itertools.count(1)
 

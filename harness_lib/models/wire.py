@@ -3,7 +3,7 @@
 是真正的 `openai.OpenAI`，只是传输层（`MockTransport`）把请求直接交给处理函数；联网时
 `server.serve(handler)` 把同一个处理函数放到本机端口上。响应、异常和流式块都由 SDK 自己解析。
 完整回复切成流式块只有一处：`stream_chunks`；流的截断也只有一处：`cut_stream`。
-Responses 格式（`responses_api`）的事件在它自己的模块里，文字也用 `pieces` 切。
+另外两种线路格式（`responses_api`、`messages_api`）的事件各在各的模块里，文字都用 `pieces` 切。
 """
 
 from __future__ import annotations
