@@ -12,7 +12,9 @@ import anthropic
 import openai
 import pytest
 
-from harness_lib import FakeAnthropic, FakeClient, api_error, scripted_call, start_server, tool_reply, trusted
+from harness_lib import (BASH_TOOL, FakeAnthropic, FakeClient, api_error, scripted_call, start_server, tool_reply,
+                         trusted)
+from harness_lib.models.bridge import REASONING_FIELD, chat_completion, responses_request, without_reasoning_items
 from harness_lib.models.messages_api import sign
 
 MODEL = "fake-agent-1"
@@ -213,6 +215,23 @@ def test_chat_shaped_scripts_drive_the_responses_api():
     with pytest.raises(openai.RateLimitError):
         client.responses.create(model=MODEL, input="再来")
     assert client.script_remaining == 0
+
+
+def test_the_client_bridge_round_trips_through_the_fake_responses_endpoint(oai):
+    """`models.bridge`（客户端那一头：Chat → Responses → Chat）和这里的 Responses 线路方向相反：同一段 Chat 记录
+    绕一圈（加密的推理条目也带回去），回答和直接用 Chat Completions 问同一个大脑的一样。"""
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": TASK}], "tools": [BASH_TOOL],
+            "reasoning_effort": "low"}
+    first = chat_completion(oai.responses.create(**responses_request(chat)).model_dump())
+    message = first["choices"][0]["message"]
+    assert first["choices"][0]["finish_reason"] == "tool_calls" and message[REASONING_FIELD][0]["encrypted_content"]
+    [call] = message["tool_calls"]
+    later = [*chat["messages"], message, {"role": "tool", "tool_call_id": call["id"], "content": FILES}]
+    final = chat_completion(oai.responses.create(**responses_request({**chat, "messages": later})).model_dump())
+    direct = FakeClient().chat.completions.create(model=MODEL, messages=without_reasoning_items(later),
+                                                  tools=[BASH_TOOL])
+    assert final["choices"][0]["message"]["content"] == direct.choices[0].message.content
+    assert "agent.py" in direct.choices[0].message.content
 
 
 # ---- Anthropic Messages ----

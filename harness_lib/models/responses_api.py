@@ -3,6 +3,7 @@
 大脑只懂 Chat Completions。这里只做翻译：请求里 `input` 的条目译成 `messages` 交给大脑，大脑的
 `chat.completion` 译回 `response` 对象（`output` 里的 `reasoning`、`message`、`function_call` 条目），
 流式时再切成带名字的 SSE 事件。所以脚本（`text_reply`、`tool_reply`……）和默认策略一行不改就能用。
+方向相反的翻译（客户端替 Chat 形状的循环去问 Responses 端点）在 `bridge`，两者绕一圈对得上（tests/test_apis.py）。
 
 请求先按 Responses 自己的规矩检查，报错用 OpenAI 的原话（出处见下）：调用和输出按 `call_id` 配对，
 推理条目后面要跟着它带出来的那一条，工具定义是平的（`name` 在第一层，不在 `function` 里）。
