@@ -24,6 +24,7 @@ _PUBLIC = {
     "agent_loop_stream": "lesson.stream",
     # models：替身、线路与错误
     **dict.fromkeys(["FakeClient", "CutStreamClient", "ScriptExhaustedError"], "models.fake"),
+    "FakeAnthropic": "models.fake_anthropic",
     **dict.fromkeys(["text_reply", "tool_reply", "scripted_call"], "models.script"),
     "check_request": "models.checks",
     **dict.fromkeys(["api_error", "api_timeout"], "models.wire"),

@@ -52,7 +52,8 @@ def wrong_type(param: str, expected: str, value: Any) -> Rejected:
     return bad(f"Invalid type for '{param}': expected {expected}, but got {got} instead.", param, "invalid_type")
 
 
-def _missing(param: str) -> Rejected:
+def missing(param: str) -> Rejected:
+    """缺了必填参数，OpenAI 的说法（Responses 线路也用）。"""
     return bad(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
 
 
@@ -62,7 +63,7 @@ def _invalid(value: Any, allowed: str, param: str) -> Rejected:
 
 def _array(value: Any, param: str) -> list:
     if value is None:
-        raise _missing(param)
+        raise missing(param)
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
         raise wrong_type(param, "an array", value)
     items = [as_dict(v) for v in value]
@@ -72,7 +73,7 @@ def _array(value: Any, param: str) -> list:
     return items
 
 
-def _check_fields(obj: Any, where: str, fields: tuple[str, ...]) -> None:
+def check_fields(obj: Any, where: str, fields: tuple[str, ...]) -> None:
     """`obj` 是对象，`fields` 里的每一项（`function.name` 这样写嵌套）都在、都是字符串，`type` 是 function。"""
     for field in fields:
         value, path = obj, where
@@ -81,7 +82,7 @@ def _check_fields(obj: Any, where: str, fields: tuple[str, ...]) -> None:
                 raise wrong_type(path, "an object", value)
             path = f"{path}.{part}"
             if value.get(part) is None:
-                raise _missing(path)
+                raise missing(path)
             value = value[part]
         if field == "type" and value != "function":
             raise _invalid(value, "'function'", path)
@@ -97,7 +98,7 @@ def _check_tools(tools: Any, tool_choice: Any) -> None:
         return
     tools = _array(tools, "tools")
     for i, tool in enumerate(tools):
-        _check_fields(tool, f"tools[{i}]", ("type", "function.name"))
+        check_fields(tool, f"tools[{i}]", ("type", "function.name"))
         if not _TOOL_NAME.match(tool["function"]["name"]):
             raise bad(f"Invalid 'tools[{i}].function.name': string does not match pattern. Expected a string "
                       "that matches the pattern '^[a-zA-Z0-9_-]+$'.", f"tools[{i}].function.name", "invalid_value")
@@ -143,20 +144,20 @@ def _check_messages(msgs: list) -> None:
             raise wrong_type(f"messages[{i}]", "an object", m)
         role = m.get("role")
         if role is None:
-            raise _missing(f"messages[{i}].role")
+            raise missing(f"messages[{i}].role")
         if role not in _ROLES:
             raise _invalid(role, "'system', 'assistant', 'user', 'function', 'tool', and 'developer'",
                            f"messages[{i}].role")
         calls = m.get("tool_calls") if role == "assistant" else None
         if calls is not None:
             for j, call in enumerate(_array(calls, f"messages[{i}].tool_calls")):
-                _check_fields(call, f"messages[{i}].tool_calls[{j}]",
+                check_fields(call, f"messages[{i}].tool_calls[{j}]",
                               ("id", "type", "function.name", "function.arguments"))
         elif role == "tool" and m.get("tool_call_id") is None:
-            raise _missing(f"messages[{i}].tool_call_id")
+            raise missing(f"messages[{i}].tool_call_id")
         elif role != "function" and m.get("content") is None and not (role == "assistant"
                                                                       and m.get("function_call")):
-            raise _missing(f"messages[{i}].content")
+            raise missing(f"messages[{i}].content")
     if (problem := pairing_error(msgs)) is not None:
         raise problem
 

@@ -3,6 +3,8 @@
 `FakeClient()` 用默认策略（`script.default_reply`）；`FakeClient(script=[...])` 每次 `create()` 按顺序取
 一条写好的回复（`text_reply`、`tool_reply`，或 `api_error(...)` 这样的异常）。SDK 照常编出 HTTP 请求，
 交给 `FakeHandler`（本地端点用的也是它）；`FakeModel` 先像服务商一样检查请求（`checks`），再作答。
+`FakeModel` 只懂 Chat Completions；`client.responses.create(...)` 的请求由 `responses_api` 译给它再译回来，
+Anthropic 的 `/v1/messages` 由 `messages_api` 译（客户端是 `fake_anthropic.FakeAnthropic`）。
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import openai
 
 from ..safety.trust import trust_client
 from .checks import bad, check_request, is_given, wrong_type
-from .messages import as_dict, text_of
+from .messages import as_dict, text_of, token_count
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
 from .script import default_reply, scripted_call, text_reply, tool_reply
-from .wire import (OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, json_response, route,
-                   sse_response, stream_chunks)
+from .messages_api import MessagesAPI
+from .responses_api import ResponsesAPI
+from .wire import (OPENAI_WORDS, OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, error_body,
+                   json_response, openai_error, route, sse_response, stream_chunks)
 
 DEFAULT_MODEL = "fake-agent-1"
 CREATED = 1767225600  # 固定的创建时间（2026-01-01 00:00:00 UTC），让输出每次都一样
@@ -43,10 +47,10 @@ def _script_item(item: Any) -> Any:
 
 
 def _tokens(message: dict) -> int:
-    """一条消息的 token 数，粗略估计：UTF-8 字节数除以 3（一个汉字约一个 token），每个调用另加 8。"""
+    """一条消息的 token 数，粗略估计（`messages.token_count`），每个调用另加 8。"""
     calls = message.get("tool_calls") or ()
     texts = [text_of(message.get("content")), *(c["function"]["arguments"] for c in calls)]
-    return sum((len(t.encode("utf-8")) + 2) // 3 for t in texts) + 8 * (len(texts) - 1)
+    return sum(map(token_count, texts)) + 8 * (len(texts) - 1)
 
 
 def prompt_tokens(msgs: list[dict], tools: list[dict]) -> int:
@@ -112,7 +116,9 @@ class FakeModel:
         used = sum(len(m.get("tool_calls") or ()) for m in msgs)  # 新的调用 id 接着往下编
         calls = [c if c.get("id") else {"id": f"call_{n:03d}", **c}
                  for n, c in enumerate(reply.get("tool_calls") or (), start=used + 1)]
+        thought = reply.get("reasoning_content")  # 脚本里写了思考文字就带上（另外两种线路格式译成推理条目、thinking 块）
         message = {"role": "assistant", "content": reply.get("content"), "refusal": None,
+                   **({"reasoning_content": thought} if isinstance(thought, str) else {}),
                    **({"tool_calls": calls} if calls else {})}
         prompt, completion = prompt_tokens(msgs, tools), max_tokens if finish == "length" else _tokens(message) + 1
         answer = {"id": f"chatcmpl-fake-{next(self._ids):04d}", "object": "chat.completion", "created": CREATED,
@@ -137,17 +143,36 @@ class FakeModel:
         return item
 
 
-def _unknown_model(name: Any) -> httpx2.Response:
-    return Rejected(404, f"The model `{name}` does not exist or you do not have access to it.",
-                    code="model_not_found").response()
+class ChatAPI:
+    """Chat Completions（`POST /chat/completions`）：大脑本来就说这种格式，请求原样交给它。
+    另外两种线路格式在 `responses_api.ResponsesAPI` 和 `messages_api.MessagesAPI`，三者的样子相同：
+    `answer(body, respond)` 作答，`error(...)` 写出这种格式的错误，`words` 是认证和模型名出错时的话。"""
+
+    words = OPENAI_WORDS
+    error = staticmethod(openai_error)
+
+    def answer(self, body: dict, respond: Any) -> httpx2.Response:
+        result = respond(body)
+        return sse_response(result) if isinstance(result, list) else json_response(200, result)
+
+
+def _keys(request: httpx2.Request) -> list[str]:
+    """请求带的密钥：OpenAI 的 `Authorization: Bearer …`，或 Anthropic 的 `x-api-key`。"""
+    header = request.headers.get("authorization") or ""
+    bearer = header[7:].strip() if header.startswith("Bearer ") else ""
+    return [key for key in (bearer, (request.headers.get("x-api-key") or "").strip()) if key]
 
 
 class FakeHandler:
-    """处理函数：把 HTTP 请求交给 `responder.respond(body)`，把结果写成 HTTP 响应。`api_key` 不为空时请求必须
-    带上它（报错里绝不回显收到的密钥）；`check_model=True` 时只认 `fake` 开头的模型名（本地端点这样做）。"""
+    """处理函数：按路径选线路格式（Chat Completions、Responses、Anthropic Messages），把请求交给
+    `responder.respond(body)`（Chat 形状），把结果写成那种格式的 HTTP 响应。`api_key` 不为空时请求必须带上它
+    （`Authorization: Bearer` 或 `x-api-key` 都行；报错里绝不回显收到的密钥）；`check_model=True` 时只认
+    `fake` 开头的模型名（本地端点这样做）。`last_body` 是最近一次请求体的原样（哪种格式就是哪种）。"""
 
     def __init__(self, responder: Any, *, api_key: str | None = None, check_model: bool = False):
         self.responder, self.api_key, self.check_model = responder, api_key, check_model
+        self.apis = {"/chat/completions": ChatAPI(), "/responses": ResponsesAPI(), "/messages": MessagesAPI()}
+        self.last_body: dict | None = None
         self._request_ids = itertools.count(1)
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
@@ -156,45 +181,48 @@ class FakeHandler:
         return response
 
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
-        header = request.headers.get("authorization") or ""
-        given = header[7:].strip() if header.startswith("Bearer ") else ""
-        if self.api_key is not None and not given:
-            return Rejected(401, "You didn't provide an API key. You need to provide your API key in an "
-                                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-                            ).response()
-        if self.api_key is not None and not hmac.compare_digest(given.encode(), self.api_key.encode()):
-            return Rejected(401, "Incorrect API key provided. Use the key this local server was started with "
-                                 "(--api-key).", code="invalid_api_key").response()  # 比较的耗时与内容无关
         path = route(request)
+        api = self.apis.get(path, self.apis["/chat/completions"])
+
+        def reject(status: int, message: str, **fields: Any) -> httpx2.Response:
+            return api.error(status, error_body(message, **fields))
+
+        keys = _keys(request)
+        if self.api_key is not None and not keys:
+            return reject(401, api.words["no_key"])
+        if self.api_key is not None and not any(hmac.compare_digest(key.encode(), self.api_key.encode())
+                                                for key in keys):  # 比较的耗时与内容无关
+            return reject(401, api.words["bad_key"], code="invalid_api_key")
         name = getattr(self.responder, "model", None) or DEFAULT_MODEL
         if request.method == "GET" and (path == "/models" or path.startswith("/models/")):
             wanted = path[len("/models/"):] or name
             if wanted != name and not (self.check_model and wanted.startswith("fake")):
-                return _unknown_model(wanted)
+                return reject(404, api.words["unknown_model"].format(name=wanted), code="model_not_found")
             info = {"id": wanted, "object": "model", "created": CREATED, "owned_by": "harness_lib"}
             return json_response(200, info if path != "/models" else {"object": "list", "data": [info]})
-        if request.method != "POST" or path != "/chat/completions":
-            return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
+        if request.method != "POST" or path not in self.apis:
+            return reject(404, f"Invalid URL ({request.method} {request.url.path})")
         try:
             body = json.loads(request.content)
         except ValueError:
-            return Rejected(400, "We could not parse the JSON body of your request. The body must be a JSON "
-                                 "object sent with Content-Type: application/json.").response()
+            return reject(400, "We could not parse the JSON body of your request. The body must be a JSON "
+                               "object sent with Content-Type: application/json.")
         if not isinstance(body, dict):
-            return Rejected(400, "Invalid type for request body: expected an object.",
-                            code="invalid_type").response()
+            return reject(400, "Invalid type for request body: expected an object.", code="invalid_type")
+        self.last_body = body
         if body.get("model") is None:
-            return Rejected(400, "you must provide a model parameter").response()
+            return reject(400, api.words["no_model"])
         if self.check_model and not (isinstance(body["model"], str) and body["model"].startswith("fake")):
-            return _unknown_model(body["model"])  # 本地端点认得任何以 fake 开头的模型名
+            # 本地端点认得任何以 fake 开头的模型名
+            return reject(404, api.words["unknown_model"].format(name=body["model"]), code="model_not_found")
         try:
-            result = self.responder.respond(body)
+            return api.answer(body, self.responder.respond)
         except Rejected as rejected:
-            return rejected.response()
+            return api.error(rejected.status, rejected.error, rejected.headers)
         except openai.APIStatusError as exc:  # 请求检查的 400，或脚本里的 api_error(...)：照原样回
-            body = exc.body if isinstance(exc.body, dict) else {"message": str(exc.message)}
+            error = exc.body if isinstance(exc.body, dict) else {"message": str(exc.message)}
             keep = {k: v for k, v in exc.response.headers.items() if k.lower().startswith(("retry-after", "x-"))}
-            return json_response(exc.status_code, {"error": body}, keep)
+            return api.error(exc.status_code, error, keep)
         except openai.APITimeoutError:  # 脚本里的超时：让传输层超时，由 SDK 自己报告
             raise httpx2.ReadTimeout("脚本安排的超时", request=request) from None
         except openai.APIConnectionError:
@@ -202,9 +230,7 @@ class FakeHandler:
         except ScriptExhaustedError:
             raise
         except Exception as exc:  # 假模型自身的缺陷：照样回一个 JSON 错误，不让连接挂住
-            return Rejected(500, f"The fake model failed: {type(exc).__name__}: {exc}",
-                            type="server_error").response()
-        return sse_response(result) if isinstance(result, list) else json_response(200, result)
+            return reject(500, f"The fake model failed: {type(exc).__name__}: {exc}", type="server_error")
 
 
 class FakeClient(OfflineClient):

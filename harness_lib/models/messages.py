@@ -1,4 +1,4 @@
-"""一条消息的小工具，全项目只有这一处：转成字典、取出文字、列出工具调用、记下调用由哪条提出由哪几条回应。
+"""一条消息的小工具，全项目只有这一处：转成字典、取出文字、估计 token 数、列出工具调用、记下调用由哪条提出由哪几条回应。
 
 消息可能是字典，也可能是 SDK 的 pydantic 对象（`ChatCompletionMessage`）；内容可能是字符串，也可能是片段列表。
 """
@@ -26,6 +26,11 @@ def text_of(content: Any) -> str:
         return "".join(str(p.get("text", "")) if isinstance(p, dict) else p for p in content
                        if isinstance(p, (dict, str)))
     return str(content)
+
+
+def token_count(text: str) -> int:
+    """一段文字的 token 数，粗略估计：UTF-8 字节数除以 3（一个汉字约一个 token）。假模型的用量都按它算。"""
+    return (len(text.encode("utf-8")) + 2) // 3
 
 
 def calls_of(message: Any) -> list[tuple[str, str, str]]:

@@ -1,4 +1,4 @@
-"""假模型的默认策略，以及写脚本用的 `text_reply`、`scripted_call`、`tool_reply`。
+"""假模型的默认策略（外加默认的思考文字 `default_thinking`），以及写脚本用的 `text_reply`、`scripted_call`、`tool_reply`。
 默认策略不是真的模型：只认几类固定请求（原文的“列出当前目录中的 Python 文件”、当前目录、日期、
 行数、打招呼），拿到工具结果后照着输出写一句中文小结。
 “走别的路”的模型名（`OTHER_PATH_MODELS`）让笔记本在测试里也要面对“模型没照剧本走”。
@@ -41,6 +41,16 @@ def tool_reply(*calls: dict, content: str | None = None) -> dict:
     if not calls:
         raise ValueError("tool_reply() 至少需要一个 scripted_call(...)")
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+def default_thinking(reply: dict) -> str:
+    """回复没带 `reasoning_content` 时的思考文字（Responses 的推理条目、Anthropic 的 thinking 块用它）：
+    只说接下来要做什么，像真实模型的思考摘要，不是真的推理。"""
+    calls = [c["function"] for c in reply.get("tool_calls") or ()]
+    if calls:
+        wanted = "；".join(f"{f['name']} {f['arguments']}" for f in calls)
+        return f"这一步要先调用工具：{wanted}。等看到结果再回答。"
+    return "需要的信息已经齐了，直接用文字回答。"
 
 
 def _commands() -> dict[str, str]:

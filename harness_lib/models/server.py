@@ -1,4 +1,7 @@
-"""本地 OpenAI 兼容端点：把一个处理函数（`wire` 里说的 `handler(request) -> response`）放到本机端口上。
+"""本地端点：把一个处理函数（`wire` 里说的 `handler(request) -> response`）放到本机端口上。
+假模型的处理函数说三种线路格式：OpenAI 的 `/v1/chat/completions` 和 `/v1/responses`（`openai.OpenAI` 的
+`base_url` 用 `LocalServer.base_url`），Anthropic 的 `/v1/messages`（`anthropic.Anthropic` 的 `base_url`
+用 `LocalServer.origin`，SDK 自己接上 `/v1`）。
 
 - `serve(handler)`：在后台线程里提供任意处理函数，返回 `LocalServer`（故障、怪脾气端点也用它）；
 - `start_server()`：提供离线假模型；`ensure_local_server()`：切换器里“本项目的本地端点”，进程内共享一个；
@@ -114,7 +117,8 @@ class _Bridge(BaseHTTPRequestHandler):
 
 
 class LocalServer:
-    """一个在后台线程里运行的本地端点。``base_url`` 交给 ``openai.OpenAI`` 使用。"""
+    """一个在后台线程里运行的本地端点。`base_url`（带 `/v1`）交给 `openai.OpenAI`，`origin`（不带）交给
+    `anthropic.Anthropic`。"""
 
     def __init__(self, httpd: _HTTPServer, thread: threading.Thread, *, fake: bool = False):
         """`fake=True` 表示背后是确定的假模型：审批据此信任指向它的客户端（safety.trust）。"""
@@ -168,8 +172,9 @@ def serve(handler: Callable, host: str = "127.0.0.1", port: int = 0, *, stream_d
 
 def start_server(host: str = "127.0.0.1", port: int = 0, *, api_key: str | None = None,
                  stream_delay: float = 0.0, verbose: bool = False) -> LocalServer:
-    """在后台线程里启动提供离线假模型的本地端点。`port=0` 由系统挑空闲端口；`api_key` 不为空时
-    请求必须带上它；`stream_delay` 是流式输出每块之间停顿的秒数（演示用）。"""
+    """在后台线程里启动提供离线假模型的本地端点（Chat Completions、Responses、Anthropic Messages 三种格式）。
+    `port=0` 由系统挑空闲端口；`api_key` 不为空时请求必须带上它（`Authorization: Bearer` 或 Anthropic 的
+    `x-api-key`）；`stream_delay` 是流式输出每块之间停顿的秒数（演示用）。"""
     handler = FakeHandler(FakeModel(), api_key=api_key, check_model=True)
     return serve(handler, host, port, stream_delay=stream_delay, verbose=verbose, fake=True)
 
@@ -202,14 +207,16 @@ def ensure_local_server() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="harness-endpoint", description="在本机启动一个 OpenAI 兼容端点，由离线假模型作答。")
+    parser = argparse.ArgumentParser(prog="harness-endpoint", description="在本机启动一个端点，由离线假模型作答："
+                                     "OpenAI 的 Chat Completions 和 Responses，Anthropic 的 Messages。")
     parser.add_argument("--host", default="127.0.0.1", help="监听地址（默认只接受本机连接；全班共用时写 0.0.0.0）")
     parser.add_argument("--port", type=int, default=8000, help="端口（默认 8000；0 表示随便挑一个空闲端口）")
     parser.add_argument("--api-key", help="要求请求携带的密钥；不写则接受任何密钥")
     parser.add_argument("--verbose", action="store_true", help="打印每个请求的日志")
     args = parser.parse_args(argv)
     with start_server(args.host, args.port, api_key=args.api_key, verbose=args.verbose) as server:
-        print(f"本地假模型端点已启动：{server.base_url}", flush=True)
+        print(f"本地假模型端点已启动：{server.base_url}（openai SDK 的 base_url；anthropic SDK 用 {server.origin}）",
+              flush=True)
         print(f"模型名：{DEFAULT_MODEL}（也认得走别的路的 {'、'.join(OTHER_PATH_MODELS)}）。按 Ctrl+C 停止。", flush=True)
         try:
             while server._thread.is_alive():

@@ -3,6 +3,7 @@
 是真正的 `openai.OpenAI`，只是传输层（`MockTransport`）把请求直接交给处理函数；联网时
 `server.serve(handler)` 把同一个处理函数放到本机端口上。响应、异常和流式块都由 SDK 自己解析。
 完整回复切成流式块只有一处：`stream_chunks`；流的截断也只有一处：`cut_stream`。
+另外两种线路格式（`responses_api`、`messages_api`）的事件各在各的模块里，文字都用 `pieces` 切。
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ PIECE = 6  # 流式输出时每块的字符数
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
 
+def pieces(text: str) -> list[str]:
+    """流式输出时把一段文字切成每块 `PIECE` 个字符（三种线路格式都用它）。"""
+    return [text[i:i + PIECE] for i in range(0, len(text), PIECE)]
+
+
 def error_body(message: str, *, type: str = "invalid_request_error",
                param: str | None = None, code: str | None = None) -> dict:
     """OpenAI 错误体里 `error` 那一层。"""
@@ -37,7 +43,23 @@ class Rejected(Exception):
         self.error = error_body(message, type=type, param=param, code=code)
 
     def response(self) -> httpx2.Response:
-        return json_response(self.status, {"error": self.error}, self.headers)
+        return openai_error(self.status, self.error, self.headers)
+
+
+# 认证和模型名出错时处理函数的话：OpenAI 的说法（Anthropic 的在 messages_api.ANTHROPIC_WORDS）。
+# 密钥不对时不说 OpenAI 原话里的 “platform.openai.com”，而是提醒本机端点启动时给的 --api-key
+OPENAI_WORDS = {
+    "no_key": "You didn't provide an API key. You need to provide your API key in an Authorization header "
+              "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+    "bad_key": "Incorrect API key provided. Use the key this local server was started with (--api-key).",
+    "no_model": "you must provide a model parameter",
+    "unknown_model": "The model `{name}` does not exist or you do not have access to it.",
+}
+
+
+def openai_error(status: int, error: dict, headers: dict | None = None) -> httpx2.Response:
+    """OpenAI 形状的错误响应：`{"error": {...}}`（Anthropic 的形状见 `messages_api.anthropic_error`）。"""
+    return json_response(status, {"error": error}, headers)
 
 
 def json_response(status: int, payload: Any, headers: dict | None = None) -> httpx2.Response:
@@ -66,10 +88,6 @@ def stream_chunks(completion: dict, *, usage: bool = False) -> list[dict]:
     函数名，再来参数片段；最后一块带 `finish_reason`。`usage=True` 时再加一块只带用量、choices 为空的块。"""
     choice = completion["choices"][0]
     message = choice["message"]
-
-    def pieces(text: str) -> list[str]:
-        return [text[i:i + PIECE] for i in range(0, len(text), PIECE)]
-
     head = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"],
             "model": completion["model"]}
 
@@ -94,11 +112,14 @@ def stream_chunks(completion: dict, *, usage: bool = False) -> list[dict]:
     return out
 
 
-def sse_response(chunks: Iterable[dict], *, done: bool = True, headers: dict | None = None) -> httpx2.Response:
-    """流式响应：每块一条 `data:` 事件，最后是 `data: [DONE]`（`done=False` 时没有，流就那样结束）。"""
+def sse_response(chunks: Iterable[dict], *, done: bool = True, named: bool = False,
+                 headers: dict | None = None) -> httpx2.Response:
+    """流式响应：每块一条 `data:` 事件，最后是 `data: [DONE]`（`done=False` 时没有，流就那样结束）。
+    `named=True`：每条事件前面再写一行 `event: <块的 type>`（Responses 和 Anthropic 的流这样写）。"""
     def events() -> Iterator[bytes]:
         for chunk in chunks:
-            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode("utf-8")
+            name = f"event: {chunk['type']}\n" if named else ""
+            yield f"{name}data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode("utf-8")
         if done:
             yield b"data: [DONE]\n\n"
     base = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
