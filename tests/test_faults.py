@@ -468,3 +468,25 @@ def test_a_server_that_trickles_keep_alive_bytes_is_cut_at_the_deadline(stream):
             assert server.hits["keepalive"] == 3, "一次没有截止时间的，加上有截止时间的两次尝试（重试一次）"
     finally:
         server.close()
+
+
+def test_the_other_two_apis_fail_the_same_way(fault_server):
+    """挂掉的端点在 Responses 和 Messages 上也挂着（笔记本 11 在 down 模式下要说清楚）；只对 Chat 才有意义的故障
+    （比如 no_choices）对另外两种接口是 404。"""
+    import anthropic
+
+    fault_server.reset()
+    responses = openai.OpenAI(base_url=fault_server.url("unavailable"), api_key="x", max_retries=0)
+    with pytest.raises(openai.InternalServerError):
+        responses.responses.create(model="fake-agent-1", input="你好")
+    origin = fault_server.url("unavailable").removesuffix("/v1")
+    with anthropic.Anthropic(base_url=origin, api_key="x", max_retries=0) as messages:
+        with pytest.raises(anthropic.InternalServerError):
+            messages.messages.create(model="fake-agent-1", max_tokens=16, messages=[{"role": "user", "content": "你好"}])
+        ok = anthropic.Anthropic(base_url=fault_server.url("ok").removesuffix("/v1"), api_key="x", max_retries=0)
+        assert ok.messages.create(model="fake-agent-1", max_tokens=64,
+                                  messages=[{"role": "user", "content": "你好"}]).content[0].text
+    assert fault_server.hits["unavailable"] == 2
+    with pytest.raises(openai.NotFoundError):
+        openai.OpenAI(base_url=fault_server.url("no_choices"), api_key="x", max_retries=0).responses.create(
+            model="fake-agent-1", input="你好")

@@ -47,12 +47,14 @@ def status(low: int, high: int | None = None):
 
 
 def _said(exc) -> tuple[str, str, str]:
-    """错误体里的 (`code`，能说明原因的全部文字，`message`)。多数服务商包在 `error` 里，硅基流动不包。"""
+    """错误体里的 (`code`，能说明原因的全部文字，`message`)。多数服务商包在 `error` 里，硅基流动不包；
+    没有 `message` 时取 `detail`。"""
     body = getattr(exc, "body", None)
     inner = body.get("error", body) if isinstance(body, dict) else body
     if not isinstance(inner, dict):
         return "", f"{getattr(exc, 'message', '') or ''} {inner or ''}", ""
-    code, message = inner.get("code"), inner.get("message")
+    # FastAPI 写的服务（llama-cpp-python 的兼容服务器）没有 message，原话在 detail 里：{"detail": "Not Found"}
+    code, message = inner.get("code"), inner.get("message", inner.get("detail"))
     text = " ".join(str(x or "") for x in (getattr(exc, "message", ""), code, inner.get("type"), message))
     return ("" if code is None else str(code).strip().lower()), text, (message if isinstance(message, str) else "")
 

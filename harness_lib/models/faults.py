@@ -2,6 +2,8 @@
 
 一个服务器同时提供所有故障，路径的第一段就是故障名（含义见 `FAULTS`）：`faults.url("rate_limit")` 是
 base_url，`faults.hits["rate_limit"]` 是它收到了几次请求（SDK 重试也算），`faults.log` 每个请求一行。
+另外两种接口（`/v1/responses`、`/v1/messages`，笔记本 11）只认和接口无关的几种：状态码、超时、网页、时好时坏（`ANY_API`），
+所以挂掉的端点在三种接口上都一样挂着。
 只听回环地址；“超时”最多拖 30 秒，服务器关闭时立刻放手。默认一直开到内核退出（线程是守护线程），读得慢也不会过期；`lifetime` 秒后自己停下只给测试用。
 几种故障照 DeepSeek 的原话作答（`PROVIDER_BODIES`，出处和核对日期写在旁边）。
 """
@@ -48,6 +50,10 @@ CONTEXT_LIMIT = 1024  # “上下文超长”的模型能读多少 token（真�
 REASONING_TOKENS = 600  # “思考模式”每次先写多少 token 的思维链
 MAX_DELAY = 30.0  # “超时”“排队”最多拖多少秒
 KEEPALIVE_EVERY = 0.2  # “排队”每隔多少秒发一次保持连接
+# 和接口无关的故障：Responses 和 Messages 的请求也照样作答（其余的只认 /chat/completions）
+ANY_API = {"ok", "auth", "permission", "not_found", "rate_limit", "quota", "server", "unavailable", "timeout", "html",
+           "not_json", "flaky"}
+_PATHS = {"chat/completions": None, "responses": ANY_API, "messages": ANY_API}  # 路径 → 认哪些故障（None：全部）
 # 429/5xx 建议客户端等多久再试：设得很短，演示和测试才快；SDK 优先看更精细的 ms
 _RETRY = {"Retry-After": "0", "retry-after-ms": "20"}
 
@@ -104,7 +110,8 @@ def _estimate(body: dict) -> int:
 
 
 class FaultHandler:
-    """处理函数：`/<故障名>/v1/chat/completions` 按那个故障作答。`hits` 数请求，`log` 每个请求一行。"""
+    """处理函数：`/<故障名>/v1/chat/completions`（`ANY_API` 里的故障也认 `/responses`、`/messages`）按那个故障作答。
+    `hits` 数请求，`log` 每个请求一行。"""
 
     def __init__(self, *, delay: float = 5.0):
         self.delay = min(float(delay), MAX_DELAY)
@@ -125,7 +132,8 @@ class FaultHandler:
             return json_response(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": CREATED, "owned_by": "harness-faults"}
                 for name in MODELS.get(fault, [DEFAULT_MODEL])]})
-        if fault not in FAULTS or request.method != "POST" or rest != "chat/completions":
+        if fault not in FAULTS or request.method != "POST" or rest not in _PATHS \
+                or fault not in (_PATHS[rest] or FAULTS):
             return Rejected(404, f"Invalid URL ({request.method} {request.url.path})").response()
         try:
             body = json.loads(request.content)
