@@ -1861,4 +1861,217 @@ def ask_first(handler, ask):
 ''',
 }
 
+# ---------------------------------------------------------------- 11
+
+ANSWERS["11-ex1-solution"] = {
+    "style_a": '''
+def chat_to_items(messages):
+    items = []
+    for message in messages:
+        m = message if isinstance(message, dict) else message.model_dump()
+        role = m.get("role")
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                          "output": m.get("content") or ""})
+        elif role == "assistant":
+            if m.get("content"):
+                items.append({"role": "assistant", "content": m["content"]})
+            for call in m.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": call["id"],
+                              "name": call["function"]["name"], "arguments": call["function"]["arguments"]})
+        else:
+            items.append({"role": role, "content": m.get("content")})
+    return items
+''',
+    "style_b": '''
+def _field(message, name):
+    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
+
+
+def _call_items(calls):
+    out = []
+    for call in calls or ():
+        function = _field(call, "function")
+        out.append({"type": "function_call", "call_id": _field(call, "id"),
+                    "name": _field(function, "name"), "arguments": _field(function, "arguments")})
+    return out
+
+
+def chat_to_items(messages):
+    result = []
+    for m in messages:
+        role, text = _field(m, "role"), _field(m, "content")
+        if role == "tool":
+            result += [{"type": "function_call_output", "call_id": _field(m, "tool_call_id"), "output": text or ""}]
+            continue
+        if role != "assistant" or text:
+            result += [{"role": role, "content": text}]
+        result += _call_items(_field(m, "tool_calls"))
+    return result
+''',
+    # bug: the assistant's text goes after its calls
+    "bug": '''
+def chat_to_items(messages):
+    items = []
+    for message in messages:
+        m = message if isinstance(message, dict) else message.model_dump()
+        if m.get("role") == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                          "output": m.get("content") or ""})
+            continue
+        for call in m.get("tool_calls") or []:
+            items.append({"type": "function_call", "call_id": call["id"],
+                          "name": call["function"]["name"], "arguments": call["function"]["arguments"]})
+        if m.get("role") != "assistant" or m.get("content"):
+            items.append({"role": m["role"], "content": m.get("content")})
+    return items
+''',
+}
+
+ANSWERS["11-ex2-solution"] = {
+    "style_a": '''
+def unanswered(items):
+    rows = [i if isinstance(i, dict) else i.model_dump() for i in items]
+    missing = []
+    for pos, row in enumerate(rows):
+        if row.get("type") != "function_call":
+            continue
+        later = [r for r in rows[pos + 1:]
+                 if r.get("type") == "function_call_output" and r.get("call_id") == row["call_id"]]
+        if not later and row["call_id"] not in missing:
+            missing.append(row["call_id"])
+    return missing
+''',
+    "style_b": '''
+def unanswered(items):
+    open_calls = {}
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
+        cid = item.get("call_id") if isinstance(item, dict) else getattr(item, "call_id", None)
+        if kind == "function_call":
+            open_calls.setdefault(cid, True)
+        elif kind == "function_call_output" and cid in open_calls:
+            del open_calls[cid]
+    return list(open_calls)
+''',
+    # bug: an output anywhere in the list counts, even one that came before the call
+    "bug": '''
+def unanswered(items):
+    rows = [i if isinstance(i, dict) else i.model_dump() for i in items]
+    answered = {r.get("call_id") for r in rows if r.get("type") == "function_call_output"}
+    return [r["call_id"] for r in rows if r.get("type") == "function_call" and r["call_id"] not in answered]
+''',
+}
+
+ANSWERS["11-ex3-solution"] = {
+    "style_a": '''
+import json
+
+
+def _plain(block):
+    return block if isinstance(block, dict) else block.model_dump()
+
+
+def _text(content):
+    if isinstance(content, str):
+        return content
+    return "".join(_plain(part).get("text", "") for part in content or [])
+
+
+def messages_to_chat(messages):
+    out = []
+    for message in messages:
+        role, content = message["role"], message["content"]
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+            continue
+        blocks = [_plain(b) for b in content]
+        words = "".join(b["text"] for b in blocks if b["type"] == "text")
+        if role == "assistant":
+            entry = {"role": "assistant", "content": words or None}
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b["input"], ensure_ascii=False)}}
+                     for b in blocks if b["type"] == "tool_use"]
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+        else:
+            out += [{"role": "tool", "tool_call_id": b["tool_use_id"], "content": _text(b.get("content", ""))}
+                    for b in blocks if b["type"] == "tool_result"]
+            if words:
+                out.append({"role": "user", "content": words})
+    return out
+''',
+    "style_b": '''
+import json
+
+
+def _assistant(blocks):
+    text, calls = "", []
+    for b in blocks:
+        if b["type"] == "text":
+            text += b["text"]
+        elif b["type"] == "tool_use":
+            calls.append({"id": b["id"], "type": "function",
+                          "function": {"name": b["name"], "arguments": json.dumps(b["input"])}})
+    message = {"role": "assistant", "content": text if text else None}
+    if calls:
+        message["tool_calls"] = calls
+    return [message]
+
+
+def _user(blocks):
+    tools, text = [], ""
+    for b in blocks:
+        if b["type"] == "tool_result":
+            body = b.get("content", "")
+            if isinstance(body, list):
+                body = "".join(part["text"] for part in body)
+            tools.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": body})
+        elif b["type"] == "text":
+            text += b["text"]
+    return tools + ([{"role": "user", "content": text}] if text else [])
+
+
+def messages_to_chat(messages):
+    chat = []
+    for m in messages:
+        if isinstance(m["content"], str):
+            chat.append({"role": m["role"], "content": m["content"]})
+            continue
+        blocks = [b if isinstance(b, dict) else b.model_dump(exclude_none=True) for b in m["content"]]
+        chat += _assistant(blocks) if m["role"] == "assistant" else _user(blocks)
+    return chat
+''',
+    # bug: a user message's text and tool results stay in block order, so text can come before the tool messages
+    "bug": '''
+import json
+
+
+def messages_to_chat(messages):
+    chat = []
+    for m in messages:
+        if isinstance(m["content"], str):
+            chat.append({"role": m["role"], "content": m["content"]})
+            continue
+        blocks = [b if isinstance(b, dict) else b.model_dump() for b in m["content"]]
+        if m["role"] == "assistant":
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+                     for b in blocks if b["type"] == "tool_use"]
+            text = "".join(b["text"] for b in blocks if b["type"] == "text")
+            chat.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+            continue
+        for b in blocks:
+            if b["type"] == "text":
+                chat.append({"role": "user", "content": b["text"]})
+            elif b["type"] == "tool_result":
+                body = b.get("content", "")
+                if not isinstance(body, str):
+                    body = "".join(part["text"] for part in body)
+                chat.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": body})
+    return chat
+''',
+}
+
 ANSWERS = {gid: {style: src.lstrip("\n") for style, src in styles.items()} for gid, styles in ANSWERS.items()}

@@ -392,6 +392,52 @@ def test_one_request_live_table_and_loop(open_notebook):
 
 
 # ---------------------------------------------------------------------------
+# 11：另外两种接口的表（Responses 的输入条目、Anthropic 的消息）
+# ---------------------------------------------------------------------------
+
+# 一张表里某个小标签（按文字找）的背景色和边框色
+CHIP_STYLE_JS = """(view, text) => [...view.querySelectorAll('span')].filter(s => s.innerText.trim() === text)
+  .map(s => [getComputedStyle(s).backgroundColor, getComputedStyle(s).borderTopColor])"""
+
+
+def test_two_more_apis_tables_pair_by_their_own_ids(open_notebook):
+    nb = open_notebook("11_two_more_apis.ipynb")
+    with screenshot_on_failure(nb, "11_two_more_apis"):
+        nb.hide_sidebars()
+        nb.run_all()
+        first = nb.find("view = show_items(items")
+        step = update_cells(nb, first)[0]  # 追加输出条目、执行调用之后的那一格
+        loop = nb.find("m_run = run_loop(messages_loop")
+        # 第一步那张表停在 1 行；手工做完一轮的那一格：用户、调用、输出
+        assert nb.rows_in(first) == 1
+        assert nb.rows_in(step) == 3
+        table = nb.views_in(step).first
+        heads = table.locator("thead th").all_inner_texts()
+        assert heads == ["pos", "type · role", "content", "function_call", "call_id"], heads
+        expect(table).to_contain_text("共 3 个条目")
+        expect(table).to_contain_text("同色小标签 = 同一个 call_id")
+        assert roles_in(nb, step) == ["user", "function_call", "function_call_output"]
+        # 调用那一行和输出那一行的 call_001 是同一个颜色的小标签
+        chips = table.evaluate(CHIP_STYLE_JS, "call_001")
+        assert len(chips) == 2 and chips[0] == chips[1], f"call_001 的两个小标签：{chips}"
+        expect(table).to_contain_text("↩ 回应 pos 1")
+        nb.shot("11_responses_items", scroll_to=step, until=step)
+        # Anthropic 的表：tool_use 在助手消息里，tool_result 在下一条用户消息里
+        anthropic = nb.views_in(loop).first
+        heads = anthropic.locator("thead th").all_inner_texts()
+        assert heads == ["pos", "role", "content", "tool_use", "tool_use_id"], heads
+        assert roles_in(nb, loop) == ["user", "assistant", "user", "assistant"]
+        expect(anthropic).to_contain_text("同色小标签 = 同一个 tool_use_id")
+        expect(anthropic).to_contain_text("tool_result")
+        nb.shot("11_messages_table", scroll_to=loop, until=loop)
+        for i, c in enumerate(nb.cells):
+            if c["cell_type"] == "code":
+                assert nb.views_in(i).count() <= 1, f"第 {i} 格的输出里有不止一张表"
+        nb.assert_no_error_outputs()
+        assert_console_clean(nb)
+
+
+# ---------------------------------------------------------------------------
 # Notebook 7：同样的小部件和消息表，在另一种界面里
 # ---------------------------------------------------------------------------
 

@@ -369,8 +369,8 @@ def test_unreadable_notebooks_are_noted_and_missing(tmp_path, released):
 
 def test_exercises_come_from_the_nbgrader_metadata():
     ex = report.exercises(INSTRUCTOR)
-    assert len(ex) == 29 and sum(p for _, _, p in ex) == 65
-    assert ex[0] == ("00_setup", "00-ex1-tests", 1.0) and ex[-1] == ("10_approval", "10-ex3-tests", 3.0)
+    assert len(ex) == 32 and sum(p for _, _, p in ex) == 73
+    assert ex[0] == ("00_setup", "00-ex1-tests", 1.0) and ex[-1] == ("11_two_more_apis", "11-ex3-tests", 3.0)
     assert [stem for stem, _, _ in ex] == sorted(stem for stem, _, _ in ex)
 
 
@@ -389,8 +389,8 @@ def test_grades_csv_has_a_bom_and_one_column_per_exercise(tmp_path):
         table = list(csv.reader(f))
     header = table[0]
     assert header[:6] == ["学号", "状态", "总分", "满分", "迟交", "缺少的笔记本"] and header[-1] == "原因"
-    assert len(header) == 6 + 29 + 1
-    assert header[6] == "00-ex1 (1分)" and "03-ex1 (2分)" in header and header[-2] == "10-ex3 (3分)"
+    assert len(header) == 6 + 32 + 1
+    assert header[6] == "00-ex1 (1分)" and "03-ex1 (2分)" in header and header[-2] == "11-ex3 (3分)"
     by = {r[0]: dict(zip(header, r)) for r in table[1:]}
     ok = by["2021002"]
     assert ok["总分"] == "7" and ok["满分"] == "65" and ok["迟交"] == "是"
