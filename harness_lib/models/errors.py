@@ -153,8 +153,9 @@ ERROR_TABLE = [
               False, True),
     ErrorRule(says("function tools with reasoning_effort", status=(400,)), "no_chat_tools",
               "这个模型在 Chat Completions 里不能调用工具（HTTP {status}）：服务器只给了 /v1/responses 这一条路。"
-              "本系列的循环靠工具调用：换一个能调用工具的模型（OpenAI 的 gpt-6-luna、gpt-5.6 系列带 "
-              "reasoning_effort=\"none\" 可以），或者用切换器里的离线假模型。", False, True),
+              "切换器的客户端会在底下替它改走那里（11 讲这个接口）；自己建的 openai.OpenAI 不会：换用切换器的客户端，"
+              "或者换一个能调用工具的模型（OpenAI 的 gpt-6-luna、gpt-5.6 系列带 reasoning_effort=\"none\" 可以），"
+              "或者用离线假模型。", False, True),
     # gpt-6-astra、gpt-6.1-sol：reasoning_effort 不收 "none"（litellm-docs#1173，2026-09；核对 2026-12-06）
     ErrorRule(says("supported values are: 'low'", status=(400,)), "bad_request",
               "这个模型的 reasoning_effort 不收 \"none\"（HTTP {status}），服务器列出了它收的值。要是为了带工具才写的 none，"
