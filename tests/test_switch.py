@@ -776,6 +776,12 @@ def test_kimi_k3_on_the_moonshot_preset_learns_that_it_always_thinks(capsys):
             client.chat.completions.create(model="kimi-k3", messages=messages[:1], reasoning_effort="high",
                                            extra_body={"thinking": {"type": "enabled"}})
         assert "cannot specify both 'thinking' and 'reasoning_effort'" in str(info.value)
+        from harness_lib.models.errors import explain_error
+        assert "只能写一个" in explain_error(info.value)
+        with pytest.raises(openai.BadRequestError) as info:  # 没有这个客户端时，说明讲对原因
+            openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0).chat.completions.create(
+                model="kimi-k3", messages=messages[:1], extra_body={"thinking": {"type": "disabled"}})
+        assert "总在思考" in explain_error(info.value) and '{"type": "disabled"}' in explain_error(info.value)
     finally:
         server.close()
 

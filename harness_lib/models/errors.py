@@ -170,6 +170,15 @@ ERROR_TABLE = [
               "这个模型只会思考（HTTP {status}），不收 enable_thinking=False：不要再传这个字段（百炼预设碰到一次就不再替这个模型传）。"
               "只思考的模型通常还只收流式调用：切换器的客户端碰到一次就替它在底下流式调用；自己建的客户端请用 08 的 agent_loop_stream。",
               False, True),
+    # 月之暗面总在思考的模型（kimi-k3、kimi-k2.7-code）不收 thinking={"type": "disabled"}：
+    # “invalid thinking: only type=enabled is allowed for this model”（oh-my-pi#3852，2026-06-30；QUIRKS["moonshot_always_thinks"]）
+    ErrorRule(says("only type=enabled is allowed", status=(400,)), "bad_request",
+              "这个模型总在思考（HTTP {status}），关不掉：请求里别传 thinking={{\"type\": \"disabled\"}}"
+              "（月之暗面预设碰到一次就不再替这个模型传）。思考多深用顶层的 reasoning_effort。", False, True),
+    # 月之暗面：thinking 和 reasoning_effort 只能写一个（nanobot#3939，2026-05-20）
+    ErrorRule(says("cannot specify both 'thinking' and 'reasoning_effort'", status=(400,)), "bad_request",
+              "thinking 和 reasoning_effort 只能写一个（HTTP {status}）：月之暗面的模型用其中之一控制思考，两个都写就拒绝。",
+              False, True),
     # 百炼：思考模式的非流式调用回 400 “parameter.enable_thinking must be set to false …”
     # （alibabacloud.com/help/en/model-studio/error-code，核对 2026-12-01）
     ErrorRule(says("enable_thinking", status=(400,)), "bad_request",
