@@ -53,6 +53,9 @@ INSPECTION = (400, "Input data may contain inappropriate content.", "data_inspec
 CONTEXT = (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded")
 THINKING = (400, "parameter.enable_thinking must be set to false for non-streaming calls", "invalid_parameter_error")
 # 百炼只会思考的模型收到 enable_thinking=False（lobehub#8613 的原话）
+# 月之暗面（QUIRKS["moonshot_always_thinks"] 的出处）
+ALWAYS_THINKS = (400, "invalid thinking: only type=enabled is allowed for this model", None)
+BOTH_THINKING = (400, "cannot specify both 'thinking' and 'reasoning_effort'", None)
 THINKING_ONLY = (400, "<400> InternalError.Algo.InvalidParameter: The value of the enable_thinking parameter is "
                       "restricted to True.", "invalid_parameter_error")
 # OpenAI 的 GPT-5.6、GPT-6 系列带工具而没写 reasoning_effort="none"（litellm#34569 的原话）
@@ -75,7 +78,7 @@ TOOL_PAIR = (400, '<400> InternalError.Algo.InvalidParameter: messages with role
 NO_CONTENT = (500, "Expected 'content' to be a string or an array", None)
 PROVIDER_CASES = [BALANCE, QUOTA, UNKNOWN_MODEL, INSPECTION, CONTEXT, TOOLS_REASONING, TOOLS_RESPONSES_ONLY, NO_NONE,
                   NO_THINKING_PARAM,
-                  THINKING_ONLY, THINKING, REASONING,
+                  THINKING_ONLY, ALWAYS_THINKS, BOTH_THINKING, THINKING, REASONING,
                   TOOL_PAIR, VLLM_TOOLS, ZHIPU_CHOICE, NO_CONTENT]
 
 
@@ -260,6 +263,8 @@ def test_sdk_retries_flags_agree_with_the_real_sdk(fault_server):
         ("400 vLLM 没开工具调用", "bad_request", _over_mock(_status(*VLLM_TOOLS))),
         ("400 只收 tool_choice=auto", "bad_request", _over_mock(_status(*ZHIPU_CHOICE))),
         ("400 只会思考的模型", "bad_request", _over_mock(_status(*THINKING_ONLY))),
+        ("400 kimi-k3 关不掉思考", "bad_request", _over_mock(_status(*ALWAYS_THINKS))),
+        ("400 thinking 和 reasoning_effort 都写了", "bad_request", _over_mock(_status(*BOTH_THINKING))),
         ("400 reasoning_content", "bad_request", _over_mock(_status(*REASONING))),
         ("400 百炼的工具消息规则", "bad_request", _over_mock(_status(*TOOL_PAIR))),
         ("500 请求形状", "request_shape", _over_mock(_status(*NO_CONTENT))),
@@ -420,6 +425,8 @@ def test_redact():
     (CONTEXT, "上下文太长"),
     (THINKING, "enable_thinking"),
     (THINKING_ONLY, "只会思考"),
+    (ALWAYS_THINKS, "总在思考"),
+    (BOTH_THINKING, "只能写一个"),
     (TOOLS_REASONING, 'reasoning_effort="none"'),
     (TOOLS_RESPONSES_ONLY, "离线假模型"),
     (VLLM_TOOLS, "--tool-call-parser"),
@@ -427,7 +434,7 @@ def test_redact():
     (REASONING, "model_dump"),
     (TOOL_PAIR, "没有配对"),
     (NO_CONTENT, '"content": ""'),
-], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only",
+], ids=["402", "model_not_exist", "kimi_reasoning", "arrearage", "missing_reasoning", "data_inspection_failed", "context", "enable_thinking", "thinking_only", "always_thinks", "both_thinking",
         "tools_reasoning", "tools_responses_only", "vllm_tools", "zhipu_choice", "reasoning_content", "tool_pair", "500_shape"])
 def test_provider_cases_say_what_to_do_without_the_key(case, expected):
     status, message, code = case

@@ -180,7 +180,7 @@ def mode_env(mode, server):
     if mode in ("down", "flaky"):
         fault = {"down": "unavailable", "flaky": "flaky"}[mode]
         return {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.url(fault), "HARNESS_MODEL": "fake-agent-1"}
-    return dict(MODES[mode])
+    return dict(MODES.get(mode) or {})  # 不在 MODES 里的（整套顺序跑的那一种）由调用者另给环境变量
 
 
 def kernel_env(mode, server, box, extra=None):
@@ -407,3 +407,69 @@ def test_a_model_that_talks_about_tracebacks_is_not_a_traceback():
                                          nbformat.v4.new_code_cell("c", outputs=[error])])
     found = unexpected_tracebacks(nbformat.from_dict(nb))
     assert [line.split("（")[0] for line in found] == ["第 1 格", "第 2 格"]
+
+
+# ---------------------------------------------------------------------------
+# 整套笔记本对着一个只在 /v1/responses 上调用工具的模型（gpt-6.1-sol 的替身），按顺序、记忆开着，像学习者那样
+# ---------------------------------------------------------------------------
+
+
+class _Counting:
+    """处理函数的包装：记下每个请求是哪本笔记本发的、发到哪里、回了什么状态码。"""
+
+    def __init__(self, inner):
+        self.inner, self.notebook, self.seen = inner, "", []
+
+    def __call__(self, request):
+        response = self.inner(request)
+        self.seen.append((self.notebook, request.method, request.url.path.rsplit("/", 1)[-1], response.status_code))
+        return response
+
+
+def _printed(nb) -> list[str]:
+    """笔记本输出里的每一行文字（不含消息表的 HTML）。"""
+    lines = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("text") or "".join(out.get("data", {}).get("text/plain", ""))
+            lines += str(text).splitlines()
+    return lines
+
+
+@pytest.mark.real
+def test_the_series_gets_real_tool_calls_from_a_model_that_calls_tools_only_on_responses(tmp_path):
+    """gpt-6.1-sol 的替身照 OpenAI 的原话：带工具的 Chat 请求回 400、只给 /v1/responses。整套笔记本按顺序跑，
+    学到的规矩记在一个临时的记忆文件里（学习者的默认做法）：每本最多被拒一次；每一句“改发”都跟着“成功”；
+    每本调过模型的笔记本都真的经 /v1/responses 拿到回答，没有一格因为它改用【脚本示范】。"""
+    from harness_lib.models.quirks import QuirkHandler
+    from harness_lib.models.server import serve
+
+    handler = _Counting(QuirkHandler("openai_tools_responses_only"))
+    server = serve(handler, "127.0.0.1", 0)
+    memory = tmp_path / "learned.json"
+    extra = {"HARNESS_MODE": "real", "OPENAI_BASE_URL": server.base_url, "HARNESS_MODEL": "gpt-6.1-sol",
+             "HARNESS_MEMORY": str(memory)}
+    problems = []
+    try:
+        for path in PATHS:
+            handler.notebook = path.name
+            nb, error, _ = run_notebook(path, "sol", None, tmp_path / path.stem, {**extra})
+            mine = [s for s in handler.seen if s[0] == path.name]
+            refused = [s for s in mine if s[3] == 400]
+            lines = _printed(nb)
+            if error is not None:
+                problems.append(f"{path.name} 没有跑完：{describe_failure(nb, error)[:600]}")
+            if len(refused) > 1:
+                problems.append(f"{path.name} 被拒 {len(refused)} 次：{refused}")
+            told = [line for line in lines if "改发：" in line and "结果：成功" not in line]
+            if told:
+                problems.append(f"{path.name} 说了没成功的改动：{told[:2]}")
+            fallback = [line for line in lines if "没给出要的回复" in line or "端点没有给出回复" in line]
+            if fallback:
+                problems.append(f"{path.name} 改用了【脚本示范】：{fallback[:2]}")
+            chat_posts = [s for s in mine if s[1] == "POST"]
+            if chat_posts and not any(s[2] == "responses" and s[3] == 200 for s in mine):
+                problems.append(f"{path.name} 调了模型，却没有一次经 /v1/responses 拿到回答：{chat_posts[:3]}")
+    finally:
+        server.close()
+    assert not problems, "\n".join(problems)

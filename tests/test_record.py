@@ -397,6 +397,36 @@ def test_a_recording_through_the_switch_client_carries_its_fixes_and_replays(key
         assert "结果：成功" in out, "录制时客户端照常说明它改了什么"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_recording_through_the_responses_bridge_replays_as_chat(stream, workspace, tmp_path, capsys):
+    """gpt-6.1-sol 的替身只在 /v1/responses 上调用工具：切换器的客户端在底下改走那里。录像里记的是循环看到的
+    Chat 调用和交回的 ChatCompletion（或流式块），标着 bridged_by_client；回放完全离线，对话记录和录制时一样。"""
+    from harness_lib.lesson.stream import streaming
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import real_client
+
+    call = {"call": streaming()} if stream else {}
+    server = start_quirk_server("openai_tools_responses_only")
+    try:
+        recorder = Recorder(real_client(server.base_url, SENTINEL))
+        recorded = [{"role": "user", "content": TASK}]
+        answer = agent_loop(recorded, client=recorder, model="gpt-6.1-sol", **call)
+        path = recorder.save(tmp_path / "sol.jsonl")
+    finally:
+        server.close()
+    assert [m["role"] for m in recorded] == ["user", "assistant", "tool", "assistant"] and answer
+    calls = load_calls(path)
+    assert [c["call"] for c in calls] == [1, 2] and all(c.get("bridged_by_client") for c in calls)
+    assert all("messages" in c["request"] and c["stream"] is stream for c in calls), "记的是 Chat 的请求"
+    assert [e["param"] for e in calls[0]["fixed_by_client"]] == ["max_tokens", "tools"]
+    assert "fixed_by_client" not in calls[1], "学到的规矩第二次一开始就用上"
+    assert "结果：成功" in capsys.readouterr().out
+    replay = ReplayClient(path)
+    again = [{"role": "user", "content": TASK}]
+    assert agent_loop(again, client=replay, model=replay.model, **call) == answer
+    assert again == recorded and replay.remaining == 0, "回放完全离线，记录和录制时一样"
+
+
 def test_a_recorder_on_a_scripted_fake_keeps_its_script_and_trust():
     """离线的假模型：录制经过它自己的副本，脚本是同一份，副本和原来的一样可信。"""
     from harness_lib.safety.trust import trusted

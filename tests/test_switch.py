@@ -653,49 +653,101 @@ def test_gpt6_family_calls_tools_with_reasoning_effort_none_over_http(capsys):
     assert PRESETS_BY_KEY["openai"].model == "gpt-6-luna" and on_openai.uses_completion_tokens("gpt-6-luna")
 
 
-def test_a_model_that_cannot_call_tools_on_chat_completions_is_told_once_and_truly(capsys):
-    """gpt-6.1-sol 这样的模型（替身照 OpenAI 的原话）：reasoning_effort 不收 none，别的强度带工具就回 400、只给
-    /v1/responses 这条路。客户端从回答里认出来，说清能用什么；以后带工具的请求不再发出去碰同一个 400；
-    从没说过一句没发生的改动。"""
-    from harness_lib.models.errors import EndpointError
+class ChatOnly:
+    """处理函数的包装：像只转发 Chat Completions 的代理，POST /v1/responses 回 404（OpenAI 的措辞）。"""
+
+    def __init__(self, inner):
+        self.inner, self.requests = inner, inner.requests
+
+    def __call__(self, request):
+        if request.method == "POST" and request.url.path.endswith("/responses"):
+            from harness_lib.models.wire import Rejected
+            return Rejected(404, f"Invalid URL (POST {request.url.path})").response()
+        return self.inner(request)
+
+
+def test_a_model_that_calls_tools_only_on_responses_gets_them_there(capsys):
+    """gpt-6.1-sol 这样的模型（替身照 OpenAI 的原话）：带工具的 Chat 请求回 400、只给 /v1/responses 这条路。
+    客户端照原话改走 Responses API：请求在底下改写过去，回答拼回 ChatCompletion，循环照常；每处改动在结果出来以后
+    说一行“成功”，以后直接走 Responses，不再碰 400。"""
     from harness_lib.models.quirks import start_quirk_server
 
     server = start_quirk_server("openai_tools_responses_only")
-    bodies = server.handler.requests
+    bodies = server.handler.requests  # 只记 Chat 的请求体
+    paths = []
+    inner = server.handler
+
+    def counting(request):
+        paths.append(request.url.path)
+        return inner(request)
+
     ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
     try:
-        client = real_client(server.base_url, "x")
-        with pytest.raises(EndpointError) as info:
-            call_model(client, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
-        said = capsys.readouterr().out
-        assert info.value.kind == "no_chat_tools"
-        text = info.value.explanation
-        assert "gpt-6.1-sol" in text and "/v1/responses" in text and "离线假模型" in text and "gpt-6-luna" in text
-        assert "Please use /v1/responses instead" in text, "原话照录"
-        # 唯一的改动（max_completion_tokens）照实说：改了，仍被拒；没有说“已经补好”
-        assert said.count("提示：") == 1 and "换成 max_completion_tokens" in said and "仍被拒" in said
-        assert "none" not in said, "服务器没给 none 这条路：不建议它"
-        assert [b.get("reasoning_effort") for b in bodies] == [None, None], "没有替它写上它不收的 none"
-        sent = len(bodies)
-        with pytest.raises(EndpointError):  # 学到了：不再发出去
-            call_model(client.with_options(max_retries=0), model="gpt-6.1-sol", messages=ask, tools=TOOLS,
-                       max_tokens=64)
-        assert len(bodies) == sent and capsys.readouterr().out == ""
-        plain = call_model(client, model="gpt-6.1-sol", messages=ask, max_tokens=64)  # 不带工具的请求照常
-        assert plain.choices[0].message and len(bodies) == sent + 1
-
-        # 名单猜错时（以为它收 none），第一个 400 纠正：记下它不收 none，认出它带不了工具
-        from harness_lib.ui.clients import PresetClient
-        guessed = PresetClient(api_key="x", base_url=server.base_url, max_retries=0,
-                               completion_tokens_prefixes=("gpt-6",), no_reasoning_prefixes=("gpt-6",))
-        del bodies[:]
-        with pytest.raises(EndpointError) as info:
-            call_model(guessed, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
-        assert [b.get("reasoning_effort") for b in bodies] == ["none"] and "'xhigh'" in info.value.explanation
-        assert not guessed.tools_need_no_reasoning("gpt-6.1-sol")
-        capsys.readouterr()
+        with serve(counting) as srv:
+            client = real_client(srv.base_url, "x")
+            first = call_model(client, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
+            said = capsys.readouterr().out
+            assert said.count("提示：") == 2 and said.count("结果：成功") == 2, said
+            assert "Please use /v1/responses instead" in said and "改走 Responses API" in said, "原话照录，改动照实说"
+            assert "none" not in said, "服务器没给 none 这条路：不建议它"
+            assert [b.get("reasoning_effort") for b in bodies] == [None, None], "没有替它写上它不收的 none"
+            assert [p.rsplit("/", 1)[-1] for p in paths] == ["completions", "completions", "responses"]
+            message = first.choices[0].message
+            assert first.choices[0].finish_reason == "tool_calls" and message.tool_calls[0].function.name == "bash"
+            loop = [*ask, message.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "app.py\nutils.py"}]
+            final = call_model(client.with_options(max_retries=0), model="gpt-6.1-sol", messages=loop, tools=TOOLS,
+                               max_tokens=64)
+            assert final.choices[0].finish_reason == "stop" and final.choices[0].message.content
+            assert paths[-1].endswith("/responses") and len(bodies) == 2, "学到了：直接走 Responses"
+            assert capsys.readouterr().out == ""
+            chunks = list(call_model(client, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64,
+                                     stream=True))
+            assert any(c.choices and c.choices[0].finish_reason == "tool_calls" for c in chunks), "要流式的也拿到块"
     finally:
         server.close()
+
+
+def test_a_model_without_tools_here_is_told_once_and_truly(capsys):
+    """同一个模型，端点却只转发 Chat Completions（/v1/responses 回 404）：客户端说清在这里带不了工具、能用什么；
+    以后带工具的请求不再发出去碰同一个 400；从没说过一句没发生的改动。"""
+    from harness_lib.models.errors import EndpointError
+    from harness_lib.models.quirks import start_quirk_server
+
+    quirk = start_quirk_server("openai_tools_responses_only")
+    bodies = quirk.handler.requests
+    ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    try:
+        with serve(ChatOnly(quirk.handler)) as server:
+            client = real_client(server.base_url, "x")
+            with pytest.raises(EndpointError) as info:
+                call_model(client, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
+            said = capsys.readouterr().out
+            assert info.value.kind == "no_chat_tools"
+            text = info.value.explanation
+            assert "gpt-6.1-sol" in text and "/v1/responses" in text and "离线假模型" in text and "gpt-6-luna" in text
+            assert "Please use /v1/responses instead" in text, "原话照录"
+            assert said.count("提示：") == 2 and said.count("仍不行：这个端点没有 /v1/responses") == 2
+            assert "结果：成功" not in said
+            sent = len(bodies)
+            with pytest.raises(EndpointError):  # 学到了：不再发出去
+                call_model(client.with_options(max_retries=0), model="gpt-6.1-sol", messages=ask, tools=TOOLS,
+                           max_tokens=64)
+            assert len(bodies) == sent and capsys.readouterr().out == ""
+            plain = call_model(client, model="gpt-6.1-sol", messages=ask, max_tokens=64)  # 不带工具的请求照常
+            assert plain.choices[0].message and len(bodies) == sent + 1
+
+            # 名单猜错时（以为它收 none），第一个 400 纠正：记下它不收 none、去掉重发，下一句原话再指路
+            from harness_lib.ui.clients import PresetClient
+            guessed = PresetClient(api_key="x", base_url=server.base_url, max_retries=0,
+                                   completion_tokens_prefixes=("gpt-6",), no_reasoning_prefixes=("gpt-6",))
+            del bodies[:]
+            with pytest.raises(EndpointError):
+                call_model(guessed, model="gpt-6.1-sol", messages=ask, tools=TOOLS, max_tokens=64)
+            assert [b.get("reasoning_effort") for b in bodies] == ["none", None]
+            assert "'xhigh'" in capsys.readouterr().out and not guessed.tools_need_no_reasoning("gpt-6.1-sol")
+    finally:
+        quirk.close()
 
 
 def test_kimi_k3_on_the_moonshot_preset_learns_that_it_always_thinks(capsys):
@@ -724,6 +776,12 @@ def test_kimi_k3_on_the_moonshot_preset_learns_that_it_always_thinks(capsys):
             client.chat.completions.create(model="kimi-k3", messages=messages[:1], reasoning_effort="high",
                                            extra_body={"thinking": {"type": "enabled"}})
         assert "cannot specify both 'thinking' and 'reasoning_effort'" in str(info.value)
+        from harness_lib.models.errors import explain_error
+        assert "只能写一个" in explain_error(info.value)
+        with pytest.raises(openai.BadRequestError) as info:  # 没有这个客户端时，说明讲对原因
+            openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0).chat.completions.create(
+                model="kimi-k3", messages=messages[:1], extra_body={"thinking": {"type": "disabled"}})
+        assert "总在思考" in explain_error(info.value) and '{"type": "disabled"}' in explain_error(info.value)
     finally:
         server.close()
 
@@ -770,9 +828,11 @@ def test_the_switch_says_before_any_call_which_openai_models_cannot_use_tools():
     sw.preset_dropdown.value = "openai"
     assert "不能带工具" not in sw.status
     sw.model_text.value = "gpt-6-astra"
-    assert "gpt-6-astra 在 Chat Completions 里不能带工具" in sw.status and "gpt-6-luna" in sw.status
+    assert "gpt-6-astra 在 Chat Completions 里不能带工具" in sw.status and "直接替它走 /v1/responses" in sw.status
     on_openai = real_client("https://api.openai.com/v1", "x")
     assert not on_openai.tools_need_no_reasoning("gpt-6-astra"), "不替它写它不收的 none"
+    assert on_openai.uses_responses("gpt-6.1-sol") and not on_openai.uses_responses("gpt-6-luna")
+    assert not real_client("https://api.deepseek.com", "x").uses_responses("gpt-6.1-sol"), "名单只在 OpenAI 的地址上用"
 
 
 @pytest.mark.parametrize("key", sorted(PRESET_STAND_INS))
@@ -849,23 +909,31 @@ def test_connection_also_tries_one_tool_call(server):
     assert "只回了文字，没有提出工具调用" in talker
 
 
-def test_connection_says_when_a_model_cannot_call_tools_here_and_what_works(capsys):
-    """gpt-6.1-sol 的替身：普通对话成功，带工具的请求被拒。状态行说工具不行，也说能用什么。"""
+def test_connection_says_when_a_model_calls_tools_only_on_responses(capsys):
+    """gpt-6.1-sol 的替身：普通对话成功，带工具的 Chat 请求被拒、指向 /v1/responses。客户端改走那里，状态行照实说。
+    端点只转发 Chat（/v1/responses 回 404）时，状态行说工具不行，也说能用什么。"""
     from harness_lib.models.quirks import start_quirk_server
 
-    server = start_quirk_server("openai_tools_responses_only")
+    quirk = start_quirk_server("openai_tools_responses_only")
     try:
         sw = model_switch(environ={})
-        use_endpoint(sw, server.base_url, model="gpt-6.1-sol")
+        use_endpoint(sw, quirk.base_url, model="gpt-6.1-sol")
         text = sw.test_connection()
+        assert text.startswith("✓ 连接成功") and "✓ 带工具的请求改走 Responses API 成功了" in text, text
+        said = capsys.readouterr().out
+        assert said.count("提示：") == 1 and "改走 Responses API" in said and "结果：成功" in said
+        assert [sorted(k for k in b if k != "messages") for b in quirk.handler.requests] == [
+            ["model"], ["model", "tools"]], "试连接不写 max_tokens：被拒的只有带工具的那一次"
+        with serve(ChatOnly(quirk.handler)) as chat_only:
+            sw = model_switch(environ={})
+            use_endpoint(sw, chat_only.base_url, model="gpt-6.1-sol")
+            text = sw.test_connection()
     finally:
-        server.close()
+        quirk.close()
     assert text.startswith("✓ 连接成功")
     assert "✗ 带工具的请求不行" in text and "/v1/responses" in text and "离线假模型" in text
     assert sw.status_html.value.count(_COLOR_ERROR) == 1, "整行标成出错的颜色"
-    assert capsys.readouterr().out == "", "试连接不写 max_tokens：这个模型不收它，也不必为它先被拒一次"
-    assert [sorted(k for k in b if k != "messages") for b in server.handler.requests] == [
-        ["model"], ["model", "tools"]], "被拒的只有带工具的那一次"
+    assert "仍不行" in capsys.readouterr().out
 
 
 _COLOR_ERROR = "#b42318"
@@ -944,17 +1012,18 @@ def test_a_remembered_no_tools_model_is_not_sent_again(memory_file, capsys):
     from harness_lib.models.quirks import start_quirk_server
     from harness_lib.ui.memory import Memory
 
-    server = start_quirk_server("openai_tools_responses_only")
+    quirk = start_quirk_server("openai_tools_responses_only")
     ask = dict(model="gpt-6.1-sol", messages=[{"role": "user", "content": "列出文件"}], tools=TOOLS, max_tokens=64)
     try:
-        with pytest.raises(EndpointError):
-            call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
-        sent = len(server.handler.requests)
-        with pytest.raises(EndpointError) as info:
-            call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
+        with serve(ChatOnly(quirk.handler)) as server:
+            with pytest.raises(EndpointError):
+                call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
+            sent = len(quirk.handler.requests)
+            with pytest.raises(EndpointError) as info:
+                call_model(real_client(server.base_url, "x", memory=Memory.for_url(server.base_url)), **ask)
     finally:
-        server.close()
-    assert len(server.handler.requests) == sent, "下一本笔记本不再发出去碰同一个 400"
+        quirk.close()
+    assert len(quirk.handler.requests) == sent, "下一本笔记本不再发出去碰同一个 400"
     assert "没有发出去" in info.value.explanation and "忘掉" in info.value.explanation
     capsys.readouterr()
 
@@ -987,10 +1056,12 @@ def test_what_works_is_looked_up_once_not_at_every_step(capsys):
     quirk = start_quirk_server("openai_tools_responses_only")
     listings = []
 
+    chat_only = ChatOnly(quirk.handler)
+
     def counting(request):
         if request.method == "GET":
             listings.append(request.url.path)
-        return quirk.handler(request)
+        return chat_only(request)
 
     ask = dict(model="gpt-6.1-sol", messages=[{"role": "user", "content": "列出文件"}], tools=TOOLS, max_tokens=64)
     try:

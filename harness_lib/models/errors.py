@@ -155,8 +155,9 @@ ERROR_TABLE = [
               False, True),
     ErrorRule(says("function tools with reasoning_effort", status=(400,)), "no_chat_tools",
               "这个模型在 Chat Completions 里不能调用工具（HTTP {status}）：服务器只给了 /v1/responses 这一条路。"
-              "本系列的循环靠工具调用：换一个能调用工具的模型（OpenAI 的 gpt-6-luna、gpt-5.6 系列带 "
-              "reasoning_effort=\"none\" 可以），或者用切换器里的离线假模型。", False, True),
+              "切换器的客户端会在底下替它改走那里（11 讲这个接口）；自己建的 openai.OpenAI 不会：换用切换器的客户端，"
+              "或者换一个能调用工具的模型（OpenAI 的 gpt-6-luna、gpt-5.6 系列带 reasoning_effort=\"none\" 可以），"
+              "或者用离线假模型。", False, True),
     # gpt-6-astra、gpt-6.1-sol：reasoning_effort 不收 "none"（litellm-docs#1173，2026-09；核对 2026-12-06）
     ErrorRule(says("supported values are: 'low'", status=(400,)), "bad_request",
               "这个模型的 reasoning_effort 不收 \"none\"（HTTP {status}），服务器列出了它收的值。要是为了带工具才写的 none，"
@@ -170,6 +171,15 @@ ERROR_TABLE = [
     ErrorRule(says("restricted to true", status=(400,)), "bad_request",
               "这个模型只会思考（HTTP {status}），不收 enable_thinking=False：不要再传这个字段（百炼预设碰到一次就不再替这个模型传）。"
               "只思考的模型通常还只收流式调用：切换器的客户端碰到一次就替它在底下流式调用；自己建的客户端请用 08 的 agent_loop_stream。",
+              False, True),
+    # 月之暗面总在思考的模型（kimi-k3、kimi-k2.7-code）不收 thinking={"type": "disabled"}：
+    # “invalid thinking: only type=enabled is allowed for this model”（oh-my-pi#3852，2026-06-30；QUIRKS["moonshot_always_thinks"]）
+    ErrorRule(says("only type=enabled is allowed", status=(400,)), "bad_request",
+              "这个模型总在思考（HTTP {status}），关不掉：请求里别传 thinking={{\"type\": \"disabled\"}}"
+              "（月之暗面预设碰到一次就不再替这个模型传）。思考多深用顶层的 reasoning_effort。", False, True),
+    # 月之暗面：thinking 和 reasoning_effort 只能写一个（nanobot#3939，2026-05-20）
+    ErrorRule(says("cannot specify both 'thinking' and 'reasoning_effort'", status=(400,)), "bad_request",
+              "thinking 和 reasoning_effort 只能写一个（HTTP {status}）：月之暗面的模型用其中之一控制思考，两个都写就拒绝。",
               False, True),
     # 百炼：思考模式的非流式调用回 400 “parameter.enable_thinking must be set to false …”
     # （alibabacloud.com/help/en/model-studio/error-code，核对 2026-12-01）

@@ -3,7 +3,8 @@
 `Recorder(client)` 给任何 `openai.OpenAI` 接上“录音线路”，`save(path)` 一次调用写一行：不记请求头，每段文字
 都经过 `secrets.redact`；SDK 重试过的调用只留最后一次尝试（多一个 `attempts`）。录制经过这个客户端自己的副本
 （`with_options`），切换器的客户端学到的规矩照样生效：它改好重发的调用也只留最后一次（被拒的原话记在
-`fixed_by_client`），在底下改成流式发出的调用记成它交回的完整回复（多一个 `streamed_by_client`）。`ReplayClient(path)` 按顺序
+`fixed_by_client`），在底下改成流式发出的调用记成它交回的完整回复（多一个 `streamed_by_client`），在底下改走 Responses API 的调用
+记成 Chat 的请求和它交回的 ChatCompletion（多一个 `bridged_by_client`）。`ReplayClient(path)` 按顺序
 回出同样的响应，请求和录像不一样时抛出 `ReplayMismatchError`（`check=False` 只按顺序回放）。
 一行的样子：`{"call": 1, "request": {...}, "stream": false, "response": {...}}`；流式调用有 `chunks`、
 `done`（服务发了 `[DONE]`）和 `ended`（流读到了头）；失败的调用有 `error`。
@@ -17,6 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import httpx2
 import openai
+from pydantic_core import to_jsonable_python
 
 from ..safety.secrets import redact
 from ..text import shorten
@@ -79,7 +81,8 @@ class _Tap(httpx2.BaseTransport):
         self.inner, self.calls = inner, calls
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions"):
+        path = request.url.path.rstrip("/")
+        if request.method != "POST" or not path.endswith(("/chat/completions", "/responses")):
             return self.inner.send(request)  # 只录模型调用；列模型之类的请求照常转交
         body = _request_json(request)
         retry = int(request.headers.get("x-stainless-retry-count") or 0)
@@ -87,7 +90,8 @@ class _Tap(httpx2.BaseTransport):
             # 上一次尝试失败了，SDK 在重试同一个调用：录像里一次调用只留最后一次尝试，回放才对得上
             self.calls.pop()
         entry: dict = {"call": len(self.calls) + 1, "request": body, "stream": bool(body.get("stream")),
-                       **({"attempts": retry + 1} if retry else {})}  # SDK 试了几次才得到这个结果
+                       **({"attempts": retry + 1} if retry else {}),  # SDK 试了几次才得到这个结果
+                       **({"responses": True} if path.endswith("/responses") else {})}  # 客户端在底下改走的
         self.calls.append(entry)
         try:
             response = self.inner.send(request, stream=True)
@@ -139,6 +143,16 @@ class Recorder:
         finally:
             self._one_line(start)
         last = self.calls[-1] if len(self.calls) > start else None
+        if last is not None and last.pop("responses", False) and "error" not in last:
+            # 客户端在底下改走了 Responses API：录下这次 Chat 调用和它交回的 ChatCompletion（或流式块），回放时照 Chat 回
+            last.update(request=to_jsonable_python(kwargs), stream=bool(kwargs.get("stream")), bridged_by_client=True)
+            if kwargs.get("stream"):
+                chunks = list(result)
+                last.pop("response", None)
+                last.update(chunks=[c.model_dump(mode="json", exclude_none=True) for c in chunks], done=True, ended=True)
+                return iter(chunks)
+            last["response"] = result.model_dump(mode="json", exclude_none=True)
+            return result
         if last is not None and last["stream"] and not kwargs.get("stream"):
             # 客户端在底下改成了流式：录下它交回的完整回复，回放时就是一次普通的调用
             for key in ("chunks", "done", "ended"):

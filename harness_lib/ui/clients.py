@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 import openai
 import pandas as pd
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response
 
+from ..models.bridge import chat_completion, responses_request, without_reasoning_items
 from ..models.call import ATTEMPT_DEADLINE, RETRY_POLICY
 from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none, server_words
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
@@ -26,6 +28,7 @@ from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
+from ..models.wire import stream_chunks
 from ..safety.secrets import NO_KEY
 from .memory import Memory
 
@@ -138,8 +141,9 @@ def preset_for(base_url: str) -> Preset | None:
 COMPLETION_TOKENS_PREFIXES = ("gpt-5", "gpt-6", "o1", "o3", "o4")
 # GPT-5.6 系列、gpt-6-luna、gpt-6-sol 带工具要 reasoning_effort="none"（QUIRKS["openai_tools_reasoning"]）
 TOOLS_WITHOUT_REASONING_PREFIXES = ("gpt-5.6", "gpt-6-luna", "gpt-6-sol")
-# 已知在 Chat Completions 里根本不能带工具的：切换器在第一次调用之前就说明（genkit#6303、bolna#1019，2026-09；
-# gpt-6.1-sol：OpenAI 的推理指南，引自 frigate 讨论 #24555，2026-11）。不在名单里的，由服务器的回答认出来
+# 已知在 Chat Completions 里根本不能带工具的：OpenAI 的地址上一开始就改走 Responses API，切换器在第一次调用之前就说明
+# （genkit#6303、bolna#1019，2026-09；gpt-6.1-sol：OpenAI 的推理指南，引自 frigate 讨论 #24555，2026-11）。
+# 不在名单里的，由服务器的回答认出来
 NO_CHAT_TOOLS_PREFIXES = ("gpt-6-astra", "gpt-6.1-sol")
 
 
@@ -192,6 +196,7 @@ class _Learned:
     no_reasoning: set = field(default_factory=set)
     refuses_none: set = field(default_factory=set)
     no_chat_tools: dict = field(default_factory=dict)  # 模型 → 服务器的原话
+    responses_only: set = field(default_factory=set)  # 服务器指向 /v1/responses 的：在底下改走 Responses API
     thinking_only: set = field(default_factory=set)
     stream_only: set = field(default_factory=set)
     memory: Memory | None = None
@@ -202,7 +207,8 @@ class _Learned:
     def __post_init__(self):
         for model, rules in (self.memory.learned() if self.memory else {}).items():
             for rule, value in rules.items():
-                self.note(model, rule, value, save=False)
+                if not (rule == "responses_only" and "no_chat_tools" in rules):  # 试过 Responses 也不行的，以后者为准
+                    self.note(model, rule, value, save=False)
             self.remembered.add(model)
 
     def note(self, model: str, rule: str, value=True, *, save: bool = True) -> None:
@@ -253,11 +259,13 @@ class PresetClient(RecordsCalls, openai.OpenAI):
     `with_options` 的副本照样带着，记下的模型也共用。"""
 
     def __init__(self, *args, preset_body: dict | None = None, completion_tokens_prefixes: tuple = (),
-                 no_reasoning_prefixes: tuple = (), memory: Memory | None = None, **kwargs):
+                 no_reasoning_prefixes: tuple = (), responses_prefixes: tuple = (), memory: Memory | None = None,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         self.preset_body = dict(preset_body or {})
         self.completion_tokens_prefixes = tuple(completion_tokens_prefixes)
         self.no_reasoning_prefixes = tuple(no_reasoning_prefixes)
+        self.responses_prefixes = tuple(responses_prefixes)
         self.learned = _Learned(memory=memory)
 
     def copy(self, *args, **kwargs):
@@ -265,6 +273,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         clone.preset_body = dict(self.preset_body)
         clone.completion_tokens_prefixes = self.completion_tokens_prefixes
         clone.no_reasoning_prefixes = self.no_reasoning_prefixes
+        clone.responses_prefixes = self.responses_prefixes
         clone.learned = self.learned  # 学到的共用
         return clone
 
@@ -272,6 +281,12 @@ class PresetClient(RecordsCalls, openai.OpenAI):
 
     def uses_completion_tokens(self, model) -> bool:
         return _follows(model, self.learned.completion_tokens, self.completion_tokens_prefixes)
+
+    def uses_responses(self, model) -> bool:
+        """这个模型的请求要不要在底下改走 Responses API：服务器指过路，或者 OpenAI 的地址上名字在名单里
+        （试过 Responses 也不行的除外）。"""
+        return _follows(model, self.learned.responses_only, self.responses_prefixes) \
+            and model not in self.learned.no_chat_tools
 
     def tools_need_no_reasoning(self, model) -> bool:
         return _follows(model, self.learned.no_reasoning, self.no_reasoning_prefixes) \
@@ -282,6 +297,7 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         options = super()._prepare_options(options)
         body = options.json_data
         if options.method.lower() == "post" and options.url.endswith("/chat/completions") and isinstance(body, dict):
+            body = options.json_data = {**body, "messages": without_reasoning_items(body.get("messages"))}
             extra = dict(options.extra_json or {})
             skip = set(THINKING_SWITCHES) if body.get("model") in self.learned.thinking_only else set()
             preset = {k: v for k, v in self.preset_body.items() if k not in body and k not in skip}
@@ -307,6 +323,22 @@ class PresetClient(RecordsCalls, openai.OpenAI):
         completion = state.get_final_completion()
         record(completion, time.monotonic() - started)  # 在底下流式的调用也记一条用量和用时
         return completion
+
+    def _bridged(self, options, body: dict, stream: bool):
+        """服务器指向 /v1/responses 的模型：这次请求改写成 Responses 的样子发出去（`models.bridge`），回答拼回一个
+        ChatCompletion（思考条目挂在助手消息上，下一次原样带回）。调用方要流式的，收齐以后切成流式块交回：
+        和 `_streamed` 正好反过来。"""
+        bridged = options.model_copy(update={"url": "/responses", "json_data": responses_request(body),
+                                             "extra_json": None})
+        started = time.monotonic()
+        response = super().request(Response, bridged)
+        completion = chat_completion(response.model_dump(mode="json"))
+        reply = ChatCompletion.model_validate(completion)
+        record(reply, time.monotonic() - started)
+        if not stream:
+            return reply
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return _Chunks([ChatCompletionChunk.model_validate(c) for c in stream_chunks(completion, usage=usage)])
 
     def no_chat_tools(self, model: str, said: str, original=None, *, sent: bool = True) -> EndpointError:
         """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。
@@ -348,13 +380,13 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             if offers_none(exc) and "reasoning_effort" not in sent and model not in learned.refuses_none:
                 learned.note(model, "no_reasoning")
                 return _Fix(said, "写上 reasoning_effort=\"none\"（不再思考）")
+            if _points_to_responses(said) and model not in learned.responses_only:
+                learned.note(model, "responses_only")
+                return _Fix(said, RESPONSES_FIX)
             learned.note(model, "no_chat_tools", said)
             raise self.no_chat_tools(model, said, exc) from exc
         if sent.get("reasoning_effort") == "none" and model not in learned.refuses_none and _refuses_none(exc):
-            learned.note(model, "refuses_none")
-            if sent.get("tools"):  # 带工具就得写 none，它又不收：在这里带不了工具
-                learned.note(model, "no_chat_tools", said)
-                raise self.no_chat_tools(model, said, exc) from exc
+            learned.note(model, "refuses_none")  # 带着工具时，去掉以后服务器会说下一步（比如指向 /v1/responses）
             return _Fix(said, "去掉 reasoning_effort")
         switches = [k for k in THINKING_SWITCHES if k in self.preset_body and k in sent]
         if switches and model not in learned.thinking_only and _insists_on_thinking(said):
@@ -373,6 +405,19 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             raise self.no_chat_tools(model, self.learned.no_chat_tools[model], sent=False)
         fixes: list[_Fix] = []
         while True:
+            if chat and self.uses_responses(model):
+                try:
+                    result = self._bridged(options, body, bool(kwargs.get("stream")))
+                except openai.NotFoundError as exc:  # 这个端点没有 /v1/responses（只转发 Chat 的代理）：在这里带不了工具
+                    said = fixes[-1].said if fixes else self.learned.no_chat_tools.get(model, server_words(exc))
+                    self.learned.note(model, "no_chat_tools", said)
+                    _report(model, fixes, "仍不行：这个端点没有 /v1/responses（HTTP 404），见下面的说明")
+                    raise self.no_chat_tools(model, said, exc) from exc
+                except openai.APIError as exc:
+                    _report(model, fixes, f"改走 Responses API 也失败了：{server_words(exc) or type(exc).__name__}")
+                    raise
+                _report(model, fixes, "成功，这个客户端以后对它都这样发")
+                return result
             try:
                 if chat and model in self.learned.stream_only and not kwargs.get("stream"):
                     result = self._streamed(options, body)
@@ -394,6 +439,37 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             return result
 
 
+class _Chunks:
+    """拼好的回复切成的流式块，用起来像 SDK 的流：可以迭代，可以 `close()`，可以放进 `with`。"""
+
+    def __init__(self, chunks: list):
+        self._chunks = iter(chunks)
+
+    def __iter__(self):
+        return self._chunks
+
+    def __next__(self):
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._chunks = iter(())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _points_to_responses(said: str) -> bool:
+    """服务器的原话指向 Responses API（“… use /v1/responses …”）。"""
+    return "/v1/responses" in said or "responses api" in said.lower()
+
+
+RESPONSES_FIX = ("改走 Responses API（/v1/responses，11 讲这个接口）：请求在底下改写过去，回答拼回 ChatCompletion 的样子"
+                 "交给循环")
+
+
 def _report(model, fixes: list[_Fix], outcome: str) -> None:
     """重发有了结果以后，每处改动说一行：服务器说了什么，改发了什么，结果怎样。"""
     for fix in fixes:
@@ -410,6 +486,7 @@ def real_client(base_url: str, api_key: str, extra_body: dict | None = None, *,
     return PresetClient(api_key=api_key, base_url=base_url, preset_body=extra_body,
                         completion_tokens_prefixes=COMPLETION_TOKENS_PREFIXES if on_openai else (),
                         no_reasoning_prefixes=TOOLS_WITHOUT_REASONING_PREFIXES if on_openai else (),
+                        responses_prefixes=NO_CHAT_TOOLS_PREFIXES if on_openai else (),
                         http_client=DeadlineHttpClient(attempt=deadline), memory=memory,
                         **RETRY_POLICY)
 

@@ -22,6 +22,7 @@ RULES = {
     "no_reasoning": "带工具时写上 reasoning_effort=\"none\"",
     "refuses_none": "reasoning_effort 不收 \"none\"",
     "no_chat_tools": "在这里的 Chat Completions 里带不了工具",
+    "responses_only": "请求在底下改走 Responses API（/v1/responses，11 讲这个接口）",
     "thinking_only": "总在思考，不传预设里关掉思考的字段",
     "stream_only": "在底下改成流式调用",
 }

@@ -240,9 +240,10 @@ class ModelSwitch:
 
     def _preset_notes(self, model: str) -> list[str]:
         """关于预设的几行：模型名的出处和核对日期、停用日期、每次请求带上的字段。"""
-        tools_note = [f"⚠ {model} 在 Chat Completions 里不能带工具（reasoning_effort 不收 \"none\"，别的值又不许带工具，"
-                      "只能走 Responses 接口）；本系列的循环靠工具调用，请换 gpt-6-luna 或 gpt-5.6 系列，或者用离线假模型。"
-                      ] if model.startswith(NO_CHAT_TOOLS_PREFIXES) else []
+        tools_note = [f"{model} 在 Chat Completions 里不能带工具（reasoning_effort 不收 \"none\"，别的值又不许带工具，"
+                      "只能走 Responses 接口）；切换器的客户端在 OpenAI 的地址上直接替它走 /v1/responses，"
+                      "回答照旧交给循环（11 讲这个接口）。"] \
+            if model.startswith(NO_CHAT_TOOLS_PREFIXES) and self._request_preset() is PRESETS_BY_KEY["openai"] else []
         preset = self._request_preset()
         if preset is None or not preset.source:
             return tools_note
@@ -300,6 +301,10 @@ class ModelSwitch:
         except Exception as exc:  # noqa: BLE001  连得上、普通请求也成功，只是带工具的这次失败
             return "⚠ 带工具的请求失败：" + explain_error(exc, keys), "warn"
         message = reply.choices[0].message if reply.choices else None
+        if getattr(client, "uses_responses", lambda name: False)(model):
+            return ("✓ 带工具的请求改走 Responses API 成功了：这个模型在 Chat Completions 里带不了工具，切换器的客户端"
+                    "以后在底下替它走 /v1/responses，回答照旧交给循环（11 讲这个接口）。"
+                    + ("模型提出了工具调用。" if message is not None and message.tool_calls else "这次模型只回了文字。")), "ok"
         if message is not None and message.tool_calls:
             return "✓ 带工具的请求也成功了：模型提出了工具调用。", "ok"
         return ("✓ 带工具的请求也成功了，但这次模型只回了文字，没有提出工具调用（小模型常这样；循环照样能跑，"
