@@ -1,4 +1,4 @@
-"""一条消息的小工具，全项目只有这一处：转成字典、取出文字、估计 token 数、列出工具调用、记下调用由哪条提出由哪几条回应。
+"""一条消息的小工具，全项目只有这一处：转成字典、取出文字、估计 token 数、列出工具调用。
 
 消息可能是字典，也可能是 SDK 的 pydantic 对象（`ChatCompletionMessage`）；内容可能是字符串，也可能是片段列表。
 """
@@ -42,16 +42,3 @@ def calls_of(message: Any) -> list[tuple[str, str, str]]:
         out.append((str(call.get("id") or ""), str(function.get("name") or "?"),
                     args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)))
     return out
-
-
-def pair_positions(rows: list[dict]) -> tuple[dict[str, int], dict[str, list[int]]]:
-    """不管先后：每个调用 id 由哪一条（pos）提出，由哪几条工具消息回应。消息表靠它画配对；
-    服务商那条讲先后的规矩（调用之后紧跟着回应）在 `checks.pairing_error`。"""
-    proposed: dict[str, int] = {}
-    answered: dict[str, list[int]] = {}
-    for pos, row in enumerate(rows):
-        for cid, _, _ in calls_of(row):
-            proposed.setdefault(cid, pos)
-        if row.get("role") == "tool":
-            answered.setdefault(str(row.get("tool_call_id") or ""), []).append(pos)
-    return proposed, answered
