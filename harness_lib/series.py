@@ -1,4 +1,4 @@
-"""这套笔记本有哪几本：文件名以两位编号开头（`00_setup.ipynb` …… `10_approval.ipynb`），按编号排好。
+"""这套笔记本有哪几本：文件名以两位编号开头（`00_setup.ipynb` …… `11_two_more_apis.ipynb`），按编号排好。
 导出课程层、建网站、测试、跑分和发作业都从这里取名单，不各写一份通配符。"""
 
 from pathlib import Path
