@@ -143,3 +143,19 @@ def test_a_diagram_counts_its_labels_not_its_syntax():
     assert prose(cell) == "看图：\n助手消息 没有 tool_calls 结束\n"
     table = {"cell_type": "markdown", "source": ["| 问题 | 教学版 |\n", "|---|:---:|\n", "| 谁批准 | `guard` |\n"]}
     assert prose(table) == "| 问题 教学版 |\n| 谁批准 `guard` |\n"
+
+
+def test_the_per_line_measure_charges_every_line_cell_output_and_table():
+    """scripts/reading_minutes.py 的「逐行」算法：每行代码都算（见过的也算）、每格另加 9 秒、输出和消息表照算。"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reading_minutes", NOTEBOOKS.parent / "scripts" / "reading_minutes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    code = {"cell_type": "code", "source": "a = 1\n\nb = 2\n", "outputs": [
+        {"output_type": "stream", "text": "x" * 1500},
+        {"output_type": "display_data", "data": {"text/html": '<div class="messages-view"></div>'}}]}
+    text = {"cell_type": "markdown", "source": "字" * 450}
+    expected = 1 + 2 / 12 + 1 + 0.25 + 9 / 60
+    assert abs(module.per_line([text, code]) - expected) < 1e-9
+    assert abs(module.per_line([text, code, code]) - (expected + 2 / 12 + 1 + 0.25 + 9 / 60)) < 1e-9, "见过的行照样算"
