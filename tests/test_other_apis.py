@@ -198,3 +198,21 @@ def test_a_chat_for_another_api_keeps_the_scripted_items_for_the_table():
     items += [i.model_dump(exclude_none=True) for i in chat.ask(items, want="bash", tools=FLAT_TOOLS, quiet=True).output]
     assert chat.last.scripted and view.scripted_positions() == [1]
     assert view.whose() == "回复来自【脚本示范】的假模型（所选模型 fake-talk-only 没给出要的回复）"
+
+
+def test_a_stand_in_at_dashscopes_two_paths_runs_both_loops(local):
+    """百炼的两种接口各有路径（Responses：/api/v2/apps/protocols/compatible-mode/v1，Anthropic 兼容：/apps/anthropic）：
+    同一个本机端点放在这两条路径下，真正的 SDK 照百炼的地址样式发请求，两个循环都走完一轮工具调用。"""
+    from urllib.parse import urlsplit
+
+    origin = local.base_url.rsplit("/v1", 1)[0]
+    responses_path = urlsplit(DASHSCOPE_RESPONSES_URL).path
+    anthropic_path = urlsplit(DASHSCOPE_ANTHROPIC_URL).path
+    to_responses = openai.OpenAI(base_url=origin + responses_path, api_key="x", max_retries=0)
+    items = [{"role": "user", "content": ASK}]
+    assert responses_loop(items, client=to_responses, model="fake-agent-1")
+    assert [i.get("type") for i in items[1:3]] == ["function_call", "function_call_output"]
+    to_messages = anthropic.Anthropic(base_url=origin + anthropic_path, api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": ASK}]
+    assert messages_loop(messages, client=to_messages, model="fake-agent-1")
+    assert messages[1]["content"][-1]["type"] == "tool_use" and messages[2]["content"][0]["type"] == "tool_result"
