@@ -119,6 +119,7 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
     name = tool_call.function.name
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {}
                for t in tools}
+    started = False  # 处理函数开始了吗
     try:
         if name not in handlers:
             raise ToolInputError(
@@ -127,14 +128,18 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         args = parse_arguments(tool_call.function.arguments)
         check_arguments(args, schemas.get(name, {}))
         check_permission(name, args)
-        result = handlers[name](args)  # 前面几步都过了，才轮到处理函数
+        started = True  # 前面几步都过了，才轮到处理函数
+        result = handlers[name](args)
     except ToolInputError as exc:
         return failure("调用解析失败", exc)
     except ToolDenied as exc:
         return failure("执行授权失败", exc)
     except ToolFailed as exc:
         return failure("工具结果失败", exc)
-    except Exception as exc:  # 处理函数自己的 bug：也发生在它动手之后
+    except Exception as exc:  # 代码自己的 bug
+        if not started:  # 检查没做完：什么都没运行，按拒绝处理
+            return failure("执行授权失败",
+                           f"检查出错，没有执行：{type(exc).__name__}: {exc}")
         return failure("工具结果失败", f"{type(exc).__name__}: {exc}")
     return Outcome("成功", result if isinstance(result, str) else str(result))
 
