@@ -141,6 +141,11 @@ def test_check_transcript_flags_missing_halves():
     no_result = complete[:2] + complete[3:]
     verdict = check_transcript(no_result, ran)
     assert not verdict["3. 调用和结果成对回到了上下文"]
+    # 原文的第二种“还不是闭环”：执行了，结果没有回填。第 2 问成立，第 3 问不成立
+    written_back_never = check_transcript(complete[:2], ran)
+    assert written_back_never["2. 程序真的执行了处理函数"]
+    assert not written_back_never["3. 调用和结果成对回到了上下文"]
+    assert not check_transcript(complete[:2], {})["2. 程序真的执行了处理函数"], "没有执行器：没有记录"
     text_only = [complete[0], {"role": "assistant", "content": "ls *.py"}]
     assert not any(check_transcript(text_only, {}).values())
     unfinished = complete[:3]

@@ -182,7 +182,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
 # %% notebooks/05_limits.ipynb id=05limi-059
 def check_transcript(messages, outcomes):
     """原文第四节的四个问题，返回 {问题: 是否成立}；
-    `outcomes` 里没有记录的调用不算执行过。"""
+    `outcomes` 里没有记录的调用不算执行过，结果回没回来都一样。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True)
             for m in messages]
     calls = {tc["id"]: i for i, m in enumerate(msgs)
@@ -193,7 +193,7 @@ def check_transcript(messages, outcomes):
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
         "2. 程序真的执行了处理函数": any(cid in outcomes and outcomes[cid].acted
-                                         for cid in answered),
+                                         for cid in calls),
         "3. 调用和结果成对回到了上下文": bool(calls)
             and set(calls) == set(answered)
             and all(answered[cid] > pos for cid, pos in calls.items()),
