@@ -119,7 +119,7 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
     name = tool_call.function.name
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {}
                for t in tools}
-    started = False  # 处理函数开始了吗
+    started = False
     try:
         if name not in handlers:
             raise ToolInputError(
@@ -137,7 +137,7 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
     except ToolFailed as exc:
         return failure("工具结果失败", exc)
     except Exception as exc:  # 代码自己的 bug
-        if not started:  # 检查没做完：什么都没运行，按拒绝处理
+        if not started:  # 检查没做完，什么都没运行：按拒绝处理
             return failure("执行授权失败",
                            f"检查出错，没有执行：{type(exc).__name__}: {exc}")
         return failure("工具结果失败", f"{type(exc).__name__}: {exc}")
