@@ -758,7 +758,11 @@ def run_with_group_kill(command, timeout):
         timed_out = False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate(timeout=1)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.output or b""
+            proc.kill()
         timed_out = True
     text = out.decode("utf-8", errors="replace")
     if timed_out:

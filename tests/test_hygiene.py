@@ -126,3 +126,20 @@ def test_every_hidden_assertion_has_a_chinese_message():
                     ):
                         missing.append(f"{path.name} {cell.get('id')}: {ast.unparse(node)[:70]}")
     assert not missing, "这些隐藏断言没有中文说明：\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_main_line_does_not_refuse_windows(path):
+    """主线在 Windows 上也要能跑：只有选读和练习可以要求 POSIX（比如 05 的进程组）。
+    主线的格子里不能有“os.name 是 nt 就抛异常”这样的拒绝。"""
+    from test_reading import main_line
+
+    for cell in main_line(path.stem):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "os.name" in ast.unparse(node.test):
+                assert not any(isinstance(n, ast.Raise) for b in node.body for n in ast.walk(b)), (
+                    f"{path.name} 的主线格子 {cell.get('id')} 在 Windows 上拒绝运行")

@@ -141,6 +141,11 @@ def test_check_transcript_flags_missing_halves():
     no_result = complete[:2] + complete[3:]
     verdict = check_transcript(no_result, ran)
     assert not verdict["3. 调用和结果成对回到了上下文"]
+    # 原文的第二种“还不是闭环”：执行了，结果没有回填。第 2 问成立，第 3 问不成立
+    written_back_never = check_transcript(complete[:2], ran)
+    assert written_back_never["2. 程序真的执行了处理函数"]
+    assert not written_back_never["3. 调用和结果成对回到了上下文"]
+    assert not check_transcript(complete[:2], {})["2. 程序真的执行了处理函数"], "没有执行器：没有记录"
     text_only = [complete[0], {"role": "assistant", "content": "ls *.py"}]
     assert not any(check_transcript(text_only, {}).values())
     unfinished = complete[:3]
@@ -150,7 +155,7 @@ def test_check_transcript_flags_missing_halves():
 
 
 def test_checks_run_before_the_handler_is_called():
-    """原文第二节的顺序：查工具名、解析、按工具定义校验、授权，都在调用处理函数之前。"""
+    """查工具名、解析、按工具定义校验、授权（原文第三节末尾的几层），都在调用处理函数之前。"""
     from openai.types.chat import ChatCompletionMessageFunctionToolCall
 
     from harness_lib.lesson.loop import TOOLS
@@ -178,6 +183,32 @@ def test_checks_run_before_the_handler_is_called():
     # 工具定义里没有的工具：只解析，不按定义校验；黑名单只管 bash
     tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("note", {"text": "sudo "}, id="c3"))
     assert execute_tool_call(tc, {"note": spy}) == Outcome("成功", "执行了")
+
+
+@pytest.mark.parametrize("broken", ["check_arguments", "check_permission"])
+def test_a_bug_in_a_check_is_a_refusal_not_a_tool_result(monkeypatch, broken):
+    """检查自己出了 bug：处理函数没有运行，结局是执行授权失败（acted 为 False），不是工具结果失败。"""
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    from harness_lib.lesson import loop
+
+    def bug(*args):
+        raise KeyError("schema")
+
+    monkeypatch.setattr(loop, broken, bug)
+    called = []
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", {"command": "ls"}, id="c1"))
+    outcome = loop.execute_tool_call(tc, {"bash": called.append})
+    assert called == [] and outcome.layer == "执行授权失败" and not outcome.acted
+    assert "KeyError" in outcome.content
+
+
+def test_a_bug_in_the_handler_is_a_tool_result_failure():
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    tc = ChatCompletionMessageFunctionToolCall.model_validate(scripted_call("bash", {"command": "ls"}, id="c1"))
+    outcome = execute_tool_call(tc, {"bash": lambda args: args["nope"]})
+    assert outcome.layer == "工具结果失败" and outcome.acted and "KeyError" in outcome.content
 
 
 @pytest.mark.parametrize("layer, acted", [

@@ -10,7 +10,7 @@ import os
 import openai
 import pytest
 
-from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, run_loop, text_reply, scripted_call,
+from harness_lib import (MAX_TOKENS, TOOLS, FakeClient, agent_loop, api_error, run_loop, text_reply, scripted_call,
                          tool_reply)
 from harness_lib.ui.step import ask_model
 from harness_lib.models.net import closed_port_url
@@ -115,6 +115,22 @@ def test_run_loop_rewinds_after_a_failure_midway_and_goes_on_scripted(workspace,
     assert run.scripted and run.error is not None
     assert "循环中途停了" in out and "messages 退回到这一格开始时的 2 条" in out
     assert [m["role"] for m in messages] == ["user", "user", "assistant", "tool", "assistant"]
+
+
+def test_run_loop_says_when_the_very_first_request_failed(workspace, capsys):
+    """第一次调模型就出错：说“还没追加任何消息就停了”，不说“中途停了”。"""
+    dead = real(closed_port_url())
+    run_loop(agent_loop, list(ASK), client=dead, model="m")
+    out = capsys.readouterr().out
+    assert "这次：循环还没追加任何消息就停了。" in out and "中途" not in out
+
+
+def test_the_error_kind_of_an_attempt_is_a_kind_not_a_class_name(workspace):
+    """循环原样抛出的 SDK 异常（我们自己的请求不合格的 400）也按错误表归类，不报类名 BadRequestError。"""
+    refuses = FakeClient(script=[api_error(400, "Invalid value for 'tools'.", param="tools")])
+    run = run_loop(agent_loop, list(ASK), client=refuses, model="m", quiet=True)
+    assert isinstance(run.attempts[0].error, openai.BadRequestError)
+    assert run.attempts[0].error_kind == "bad_request"
 
 
 def test_run_loop_survives_a_loop_that_crashes_on_bad_json(workspace, capsys):

@@ -156,6 +156,9 @@ def test_read_file_empty_long_and_binary(ws, tools):
     (root / "long.txt").write_text("x" * (MAX_READ_CHARS + 10), encoding="utf-8")
     out = tools["read_file"]({"path": "long.txt"})
     assert out.startswith("x" * MAX_READ_CHARS) and "只返回了前" in out
+    # 工具定义照实告诉模型：不总是全文
+    (read_file,) = [t for t in make_file_tools(root).tools if t["function"]["name"] == "read_file"]
+    assert str(MAX_READ_CHARS) in read_file["function"]["description"]
     (root / "bin.dat").write_bytes(b"\xff\xfeok")
     assert "ok" in tools["read_file"]({"path": "bin.dat"})
 

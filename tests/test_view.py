@@ -334,6 +334,29 @@ def test_assistant_rows_show_usage_and_time_and_tool_rows_their_layer(tmp_path, 
     assert "max_tokens 被截断" not in html
 
 
+def test_usage_estimated_by_the_fake_model_is_marked_as_an_estimate():
+    """假模型的用量是按字数估计的（字节数除以 3）：表上写“估计”；服务商报的用量照原样写。"""
+    from openai.types.chat import ChatCompletion
+
+    from harness_lib import FakeClient
+    from harness_lib.models.calls import calls_since, last_call_seq, record
+    from harness_lib.ui.view import _role_cell
+
+    before = last_call_seq()
+    reply = FakeClient().chat.completions.create(model="fake-agent-1", max_tokens=64,
+                                                 messages=[{"role": "user", "content": "你好"}])
+    provider = ChatCompletion.model_validate({
+        "id": "chatcmpl-9x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "好"}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
+    record(provider, 0.5)
+    fake_turn, provider_turn = calls_since(before)
+    assert fake_turn.estimated and not provider_turn.estimated
+    used = f"{reply.usage.prompt_tokens}+{reply.usage.completion_tokens} token"
+    assert f"估计 {used}" in _role_cell("assistant", fake_turn)
+    assert "9+2 token" in _role_cell("assistant", provider_turn) and "估计" not in _role_cell("assistant", provider_turn)
+
+
 def test_a_reply_cut_at_max_tokens_is_marked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     view, messages, _ = _loop_view(None, max_tokens=5, max_turns=2)

@@ -119,6 +119,7 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
     name = tool_call.function.name
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {}
                for t in tools}
+    started = False
     try:
         if name not in handlers:
             raise ToolInputError(
@@ -127,14 +128,18 @@ def execute_tool_call(tool_call, handlers, tools=TOOLS):
         args = parse_arguments(tool_call.function.arguments)
         check_arguments(args, schemas.get(name, {}))
         check_permission(name, args)
-        result = handlers[name](args)  # 前面几步都过了，才轮到处理函数
+        started = True  # 前面几步都过了，才轮到处理函数
+        result = handlers[name](args)
     except ToolInputError as exc:
         return failure("调用解析失败", exc)
     except ToolDenied as exc:
         return failure("执行授权失败", exc)
     except ToolFailed as exc:
         return failure("工具结果失败", exc)
-    except Exception as exc:  # 处理函数自己的 bug：也发生在它动手之后
+    except Exception as exc:  # 代码自己的 bug
+        if not started:  # 检查没做完，什么都没运行：按拒绝处理
+            return failure("执行授权失败",
+                           f"检查出错，没有执行：{type(exc).__name__}: {exc}")
         return failure("工具结果失败", f"{type(exc).__name__}: {exc}")
     return Outcome("成功", result if isinstance(result, str) else str(result))
 
@@ -177,7 +182,7 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
 # %% notebooks/05_limits.ipynb id=05limi-059
 def check_transcript(messages, outcomes):
     """原文第四节的四个问题，返回 {问题: 是否成立}；
-    `outcomes` 里没有记录的调用不算执行过。"""
+    `outcomes` 里没有记录的调用不算执行过，结果回没回来都一样。"""
     msgs = [m if isinstance(m, dict) else m.model_dump(exclude_none=True)
             for m in messages]
     calls = {tc["id"]: i for i, m in enumerate(msgs)
@@ -188,7 +193,7 @@ def check_transcript(messages, outcomes):
     return {
         "1. 模型返回了结构化的工具调用": bool(calls),
         "2. 程序真的执行了处理函数": any(cid in outcomes and outcomes[cid].acted
-                                         for cid in answered),
+                                         for cid in calls),
         "3. 调用和结果成对回到了上下文": bool(calls)
             and set(calls) == set(answered)
             and all(answered[cid] > pos for cid, pos in calls.items()),

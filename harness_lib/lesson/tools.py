@@ -145,7 +145,8 @@ def add_read_write(registry, workspace):
     """登记 read_file 和 write_file；read_file 是只读的。"""
     @registry.register(
         "read_file",
-        "读取工作区里的一个文本文件，返回全文。",
+        "读取工作区里的一个文本文件，返回全文；"
+        f"超过 {MAX_READ_CHARS} 个字符时只返回开头这么多，末尾注明全文多长。",
         {
             "type": "object",
             "properties": {

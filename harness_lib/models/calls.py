@@ -12,15 +12,20 @@ import time
 from typing import NamedTuple
 
 
+# 假模型回复的 id 以它开头（本地端点背后也是假模型）；它报的用量是估计的（`messages.token_count`：字节数除以 3）
+FAKE_ID_PREFIX = "chatcmpl-fake-"
+
+
 class CallRecord(NamedTuple):
     """完成的一次调用：第几次（`seq`，从 1 数起）、提示和回答各用了多少 token（服务没报就是 None）、
-    从发出到收完用了几秒（SDK 自己的重试也算在内）、`finish_reason`。"""
+    从发出到收完用了几秒（SDK 自己的重试也算在内）、`finish_reason`；`estimated`：用量是假模型估计的，不是服务商数的。"""
 
     seq: int
     prompt_tokens: int | None
     completion_tokens: int | None
     seconds: float
     finish_reason: str | None
+    estimated: bool = False
 
 
 _CALLS: collections.deque = collections.deque(maxlen=1000)  # 最近的调用记录，先到先出
@@ -42,7 +47,8 @@ def record(response, seconds: float) -> None:
     usage = getattr(response, "usage", None)
     _CALLS.append(CallRecord(next(_count), getattr(usage, "prompt_tokens", None),
                              getattr(usage, "completion_tokens", None), round(seconds, 3),
-                             getattr(response.choices[0], "finish_reason", None)))
+                             getattr(response.choices[0], "finish_reason", None),
+                             str(getattr(response, "id", "")).startswith(FAKE_ID_PREFIX)))
 
 
 class RecordsCalls:

@@ -18,6 +18,7 @@ import httpx2
 import openai
 
 from ..safety.trust import trust_client
+from .calls import FAKE_ID_PREFIX
 from .checks import bad, check_request, is_given, wrong_type
 from .messages import as_dict, text_of, token_count
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
@@ -121,7 +122,7 @@ class FakeModel:
                    **({"reasoning_content": thought} if isinstance(thought, str) else {}),
                    **({"tool_calls": calls} if calls else {})}
         prompt, completion = prompt_tokens(msgs, tools), max_tokens if finish == "length" else _tokens(message) + 1
-        answer = {"id": f"chatcmpl-fake-{next(self._ids):04d}", "object": "chat.completion", "created": CREATED,
+        answer = {"id": f"{FAKE_ID_PREFIX}{next(self._ids):04d}", "object": "chat.completion", "created": CREATED,
                   "model": model, "choices": [{"index": 0, "message": message, "logprobs": None,
                                                "finish_reason": finish}],
                   "usage": {"prompt_tokens": prompt, "completion_tokens": completion,

@@ -244,10 +244,13 @@ class Attempt:
 
     @property
     def error_kind(self) -> str:
-        """端点错误的种类（`EndpointError.kind`），别的异常是它的类名；没出错时为空。"""
+        """端点错误的种类（`EndpointError.kind`；SDK 原样抛出的异常，比如我们自己的请求不合格的 400，按 `ERROR_TABLE`
+        归类），别的异常是它的类名；没出错时为空。"""
         if self.error is None:
             return ""
-        return getattr(self.error, "kind", None) or type(self.error).__name__
+        if isinstance(self.error, EndpointError):
+            return self.error.kind
+        return classify(self.error).kind if isinstance(self.error, openai.APIError) else type(self.error).__name__
 
     def layers(self) -> list[str]:
         """这次每条工具消息的层次（从 `outcomes` 按调用 ID 读出，不读文字）；端点出错时末尾再加一项，它不在四层里。"""
@@ -328,7 +331,9 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
             return LoopRun(answer, client, model, False, None, said, [Attempt("", messages, outcomes)])
         said.append("这一格要演示的是工具往返，模型这次一个工具都没调用。")
     else:
-        said.append(f"这次：循环中途停了。{_explain(error, client, api)}")
+        replies = _replies_since(messages, start, api)
+        stopped = f"模型回复了 {replies} 次之后，循环中途停了" if replies else "循环还没追加任何消息就停了"
+        said.append(f"这次：{stopped}。{_explain(error, client, api)}")
         said.append(f"messages 退回到这一格开始时的 {start} 条（去掉了这次追加的 {len(messages) - start} 条）。")
     live = Attempt("", list(messages), dict(outcomes), error)  # 退回之前，留下所选模型这一次
     del messages[start:]

@@ -5,7 +5,8 @@
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由 pos 几回应”“回应 pos 几”（pos 就是表的第一列），没有回应的
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
-表开着的时候假模型或切换器的客户端完成的调用，每条助手消息下面标出这次调用的用量和用时，写到 `max_tokens` 被截断的标出来；
+表开着的时候假模型或切换器的客户端完成的调用，每条助手消息下面标出这次调用的用量和用时（假模型的用量是估计的，标着“估计”），
+写到 `max_tokens` 被截断的标出来；
 传了 `outcomes`（循环按调用 ID 记下的结局）时，每条工具消息标出它的层次。两样都读数据，不读消息的文字。
 知道所选模型（`chosen`，由 `show_messages(..., chat=chat)` 或 `run_loop` 填上）时，标题说回复来自谁：
 所选模型，还是替它作答的【脚本示范】（`scripted` 里的助手消息，按值认），这样的行另外标出。
@@ -338,6 +339,7 @@ def _role_cell(role: str, turn, scripted: bool = False) -> str:
     if turn is None:
         return cell
     used = "+".join(str(n) for n in (turn.prompt_tokens, turn.completion_tokens) if n is not None)
+    used = f"估计 {used}" if used and turn.estimated else used  # 假模型的用量按字数估计，不是服务商数的
     parts = ([f"{used} token"] if used else []) + [f"{turn.seconds:.2f} 秒" if turn.seconds >= 0.01 else "不到 0.01 秒"]
     cell += f"<br>{_hint(' · '.join(parts))}"
     if turn.finish_reason == "length":
