@@ -201,19 +201,31 @@ def kernel_env(mode, server, box, extra=None):
     return env
 
 
+KERNEL_RESTARTS = []  # 因为内核没能启动而重来的 (模式, 笔记本)
+
+
 def run_notebook(path, mode, server, box, extra=None):
     """在 `box` 里的笔记本副本上执行 `path`，返回 (执行后的笔记本, 出错时的异常, 用时秒数)。"""
     work = box / "notebooks"
     shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     nb = nbformat.read(work / path.name, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": str(work)}}, shutdown_kernel="immediate")
     started = time.monotonic()
     error = None
-    try:
-        client.execute(env=kernel_env(mode, server, box, extra))
-    except Exception as exc:  # noqa: BLE001  报告时连同已经执行的输出一起给出
-        error = exc
+    for attempt in range(2):
+        client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=False,
+                                resources={"metadata": {"path": str(work)}}, shutdown_kernel="immediate")
+        try:
+            client.execute(env=kernel_env(mode, server, box, extra))
+        except Exception as exc:  # noqa: BLE001  报告时连同已经执行的输出一起给出
+            error = exc
+        # 内核进程在回答 kernel_info 之前就退出了（一个格子都没执行）：jupyter_client 先挑空闲端口、内核再去绑定，
+        # 机器忙、同时启动的内核多时，端口可能在这中间被别人占去。这是启动内核这一步的失败，不是笔记本的，重启一次，
+        # 并记下来（KERNEL_RESTARTS），测试输出里报告次数
+        if not (isinstance(error, RuntimeError) and "before replying to kernel_info" in str(error)
+                and all(c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")):
+            break
+        KERNEL_RESTARTS.append((mode, path.name))
+        error = None
     return nb, error, time.monotonic() - started
 
 
@@ -298,7 +310,8 @@ def describe_failure(nb, error):
 @pytest.mark.parametrize("mode", list(MODES))
 def test_notebook_runs_to_the_end(mode, path, runs):
     nb, error, seconds = runs[(mode, path.name)].result()
-    print(f"{mode} {path.name}: {seconds:.1f} 秒")
+    restarted = KERNEL_RESTARTS.count((mode, path.name))
+    print(f"{mode} {path.name}: {seconds:.1f} 秒" + (f"（内核没能启动，重启了 {restarted} 次）" if restarted else ""))
     assert error is None, describe_failure(nb, error)
     code = [c for c in nb.cells if c.cell_type == "code"]
     skipped = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count") is None]
