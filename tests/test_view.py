@@ -625,3 +625,25 @@ def test_scripted_rows_in_an_items_table_are_the_model_output_items():
     assert view.scripted_positions() == [2]
     assert view.whose() == "回复来自所选模型 some-model，pos 2 来自【脚本示范】"
     assert view.turns == {}, "用量记录只对得上 chat.completions 的调用"
+
+
+def test_the_live_table_is_a_dataframe_the_learner_can_query():
+    """`view.frame`：表上画的配对、用量、层次都是 DataFrame 的列，可以直接查询。"""
+    from harness_lib import FakeClient, agent_loop, scripted_call, text_reply, tool_reply
+
+    messages = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+    outcomes = {}
+    view = show_messages(messages, outcomes=outcomes)
+    fake = FakeClient(script=[tool_reply(scripted_call("bash", {"command": "ls"}),
+                                         scripted_call("bash", "{坏了")), text_reply("好了")])
+    agent_loop(messages, client=fake, model="fake-agent-1", on_turn=view.update, outcomes=outcomes)
+    frame = view.frame
+    assert list(frame.index) == list(range(len(messages))) and list(frame.role) == [
+        "user", "assistant", "tool", "tool", "assistant"]
+    assert frame.loc[1, "calls"] == ["call_001", "call_002"] and frame.loc[1, "answered_by"] == [2, 3]
+    assert list(frame.query("role == 'tool'").answers_pos) == [1, 1]
+    assert frame.loc[3, "layer"] == "调用解析失败" and frame.loc[2, "layer"] == "成功"
+    assistant = frame[frame.role == "assistant"]
+    assert assistant.completion_tokens.notna().all() and assistant.estimated.all(), "假模型的用量是估计的"
+    assert frame.completion_tokens.sum() == assistant.completion_tokens.sum()
+    assert frame.loc[4, "content"] == "好了" and not frame.scripted.any()

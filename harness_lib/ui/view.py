@@ -255,6 +255,35 @@ class _Pairing:
         return [what.format(n=len(found)) + where + (" 等" if len(found) > 5 else "")]
 
 
+def table_frame(messages, api: str = "chat", *, outcomes=None, turns=None, scripted=()) -> pd.DataFrame:
+    """消息表此刻的数据，一行一条消息（或条目），索引 `pos` 与列表的下标一致；配对、用量、层次都是列，可以直接查询：
+    `calls` 这一行提出的调用 id，`answers` 它回应的调用 id，`answered_by` 回应这些调用的行，`answers_pos` 被回应的调用
+    在哪一行；`prompt_tokens`、`completion_tokens`、`seconds`、`estimated` 是那次调用的记录（没有就是空）；`layer`
+    是循环记下的结局的层次；`scripted` 是【脚本示范】给的行。表格画出来的就是这些。"""
+    wire, rows = _wire(api), table_rows(messages, api)
+    pairing, turns, outcomes = _Pairing(rows, wire), turns or {}, outcomes or {}
+    records = []
+    for pos, row in enumerate(rows):
+        turn, answered = turns.get(pos), [cid for cid, _ in row.answers]
+        layers = [getattr(outcomes.get(cid), "layer", None) for cid in answered]
+        records.append({
+            "pos": pos, "role": row.role, "content": "\n".join(text for _, text in row.parts if text),
+            "calls": [cid for cid, _, _ in row.calls], "tools": [name for _, name, _ in row.calls],
+            "answers": answered,
+            "answered_by": sorted({p for cid, _, _ in row.calls for p in pairing.answer_pos.get(cid, ())}),
+            "answers_pos": next((pairing.call_pos[cid] for cid in answered if cid in pairing.call_pos), None),
+            "prompt_tokens": getattr(turn, "prompt_tokens", None),
+            "completion_tokens": getattr(turn, "completion_tokens", None),
+            "seconds": getattr(turn, "seconds", None), "estimated": getattr(turn, "estimated", None),
+            "layer": next((layer for layer in layers if layer), None), "scripted": pos in scripted})
+    return pd.DataFrame(records, columns=list(TABLE_COLUMNS)).set_index("pos").astype(
+        {"answers_pos": "Int64", "prompt_tokens": "Int64", "completion_tokens": "Int64"})
+
+
+TABLE_COLUMNS = ("pos", "role", "content", "calls", "tools", "answers", "answered_by", "answers_pos",
+                 "prompt_tokens", "completion_tokens", "seconds", "estimated", "layer", "scripted")
+
+
 def _chip(cid: str, pairing: _Pairing) -> str:
     bg, border = CALL_COLORS[pairing.color.get(cid, 0) % len(CALL_COLORS)]
     return (f'<span style="background:{bg};border:1.5px solid {border};{_CHIP};font-family:monospace">'
@@ -501,6 +530,14 @@ class MessagesView:
             self.show()
         else:
             self._handle.update({"text/html": self.html(), "text/plain": repr(self)}, raw=True)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """这张表此刻的数据（`table_frame`）：一个 pandas 的 DataFrame，可以查询，例如
+        `view.frame.query("role == 'tool'")`、`view.frame.completion_tokens.sum()`。"""
+        self._match_calls()
+        return table_frame(self.messages, self.api, outcomes=self.outcomes, turns=self.turns,
+                           scripted=set(self.scripted_positions()))
 
     def _ipython_display_(self) -> None:
         self.update()  # 同一格里刚显示过（`show_messages(...)` 写在最后一行）就只原地刷新，不多出一张
