@@ -257,9 +257,10 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
         written = {}  # 学生 → 成绩表里的一行：评完就定了，边评边写和最后一次都不再重读成绩库
         statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,
                                                                     cache=written))
+        similar = report.similar_submissions(subs)  # 整理好的作业在临时目录里：离开 with 之前比较
     rows = _write_rows(subs, statuses, course, out, exercise_list, cache=written, final=True)
     report.write_notebook_table(rows, exercise_list, out)
-    report.write_similarity(report.similar_submissions(subs), out)
+    report.write_similarity(similar, out)
     _print_attention(rows, subs)
     return rows
 
