@@ -1,13 +1,14 @@
-"""在老师已经在用的地方评分：GitHub Classroom 的模板和按推送评分的工作流，和 make autograde 给出同一个分数。
+"""在老师已经在用的地方评分：GitHub Classroom 的模板和按推送评分的工作流、评分镜像，和 make autograde 给出同一个分数。
 
 一个小班，每人一个“作业仓库”（`python -m coursework.course classroom` 生成的模板，填上自己的答案）：
 老实的学生（`honest_students.py` 的 style_a，交了全部笔记本）、有错的学生（同一文件的 bug，交了主线的前四本，
 每题一处错）、几个捣乱的学生（`test_hostile_class.py` 里的做法，分数已知）。这个班先用 `course.autograde`（make autograde 的路）评一遍，
-再走工作流的路，分数必须一样：
+再走两条路，分数必须一样：
 
 - 工作流：从模板的 `.github/workflows/classroom.yml` 里原样取出“评分”那一步的脚本，用 bash 运行
   （`$GITHUB_ENV`、`$GITHUB_OUTPUT`、`$GITHUB_STEP_SUMMARY` 换成临时文件），再按 GitHub Classroom 报告步骤的算法
-  从 `<ID>_RESULTS` 算出交给 Classroom 的分数（算法见 coursework/classroom.py 的说明）。
+  从 `<ID>_RESULTS` 算出交给 Classroom 的分数（算法见 coursework/classroom.py 的说明）；
+- 评分镜像：Dockerfile 的 ENTRYPOINT 和 CMD 原样在本机运行（不需要 Docker），路径换成临时目录。
 
 工作流文件还要通过 GitHub 工作流的 JSON Schema（SchemaStore 的，见 tests/schemas/README.md）。
 """
@@ -34,6 +35,7 @@ pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teac
 from coursework import classroom, course, feedback, report  # noqa: E402
 
 WORKFLOW = ROOT / "coursework" / "template" / ".github" / "workflows" / "classroom.yml"
+DOCKERFILE = ROOT / "coursework" / "Dockerfile"
 SCHEMA = ROOT / "tests" / "schemas" / "github-workflow.json"
 REPORTER = "classroom-resources/autograding-grading-reporter@d13b5912daf5042ac1b71bc38bdb4a6bcd61d8ca"
 JOB = "run-autograding-tests"
@@ -128,6 +130,20 @@ def test_workflow_is_wired_the_way_classroom_and_the_grader_expect():
     assert upload["with"]["path"].rstrip("/") == "grades/feedback" and job["env"]["GRADES"].endswith("/grades")
 
 
+def test_dockerfile_installs_the_lock_and_enters_the_grading_command():
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    autograde_lock = re.search(r"^autograde: \$\(VENV\)/\.installed-(\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert f"--require-hashes -r requirements/{autograde_lock}.txt" in text
+    assert "--require-hashes -r requirements/tools.txt" in text and "bubblewrap" in text
+    for source in re.findall(r"^COPY (\S+) ", text, re.M):
+        assert (ROOT / source).exists(), f"Dockerfile 复制的 {source} 不存在"
+    workdir = re.search(r"^WORKDIR (\S+)", text, re.M).group(1)
+    entry = json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))
+    assert entry == [f"{workdir}/.venv/bin/python", "-m", "coursework.course"]
+    assert re.search(r"^USER (?!root)\S+", text, re.M), "用普通用户评分：进程数上限只对普通用户起作用"
+    assert not (ROOT / "Dockerfile").exists(), "根目录的 Dockerfile 会让 Binder（repo2docker）不再读 environment.yml"
+
+
 # ---------------------------------------------------------------- 模板仓库
 
 
@@ -153,7 +169,7 @@ def test_template_is_the_release_plus_the_workflow_and_holds_no_hidden_test(temp
         assert not leaked, f"模板的 {path.name} 里有隐藏测试：{leaked[:3]}"
 
 
-# ---------------------------------------------------------------- 一个小班，两条路
+# ---------------------------------------------------------------- 一个小班，三条路
 
 
 def _hostile():
@@ -359,6 +375,25 @@ def test_gathering_the_per_student_results_gives_the_class_tables(by_autograde, 
     assert sorted(p.name for p in (out / "feedback").iterdir()) == sorted(by_workflow)
 
 
+@needs_sandbox
+def test_the_image_entry_point_grades_one_student_on_the_host(repos, by_autograde, tmp_path):
+    """Dockerfile 的 ENTRYPOINT 加 CMD，原样在本机运行：镜像里的路径换成这台机器上的（WORKDIR 是本项目，
+    /student 是一个学生的仓库，/out 是临时目录），得到的这一行和 make autograde 的一样。"""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    workdir = re.search(r"^WORKDIR (\S+)", text, re.M).group(1)
+    command = (json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))
+               + json.loads(re.search(r"^CMD (.+)$", text, re.M).group(1)))
+    paths, _ = repos
+    sid = "always_equal"
+    mapped = {f"{workdir}/.venv/bin/python": sys.executable, "/student": str(paths[sid]), "/out": str(tmp_path / "out")}
+    assert set(mapped) <= set(command), f"镜像的命令变了：{command}"
+    command = [mapped.get(part, part) for part in command] + ["--student", sid]
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    (mine,) = _autograde_table(tmp_path / "out")
+    theirs = next(r for r in _autograde_table(by_autograde) if r["学号"] == sid)
+    assert mine == theirs
+
+
 # ---------------------------------------------------------------- 小件
 
 
@@ -409,3 +444,17 @@ def test_gather_refuses_the_same_student_twice_and_different_notebooks(tmp_path)
         report.merge_tables([a, b], tmp_path / "out")
     with pytest.raises(SystemExit, match="表头"):
         report.merge_tables([a, c], tmp_path / "out")
+
+
+@needs_sandbox
+def test_a_container_that_masks_proc_is_refused_with_the_reason():
+    """Docker 和 Kubernetes 默认盖住 /proc 里的几处，评分沙盒就挂不上新的 /proc。这里用一层 bwrap 盖住
+    /proc/cmdline 模拟这样的容器：沙盒检查要在评分之前说出原因，而不是每本笔记本各出一次错。"""
+    outer = ["bwrap", "--unshare-all", "--dev-bind", "/", "/", "--proc", "/proc", "--ro-bind", "/dev/null", "/proc/cmdline"]
+    if subprocess.run([*outer, "true"], capture_output=True).returncode != 0:
+        pytest.skip("这台机器上模拟不了这样的容器")
+    code = "from coursework import sandbox; print(sandbox.available())"
+    inside = subprocess.run([*outer, sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert "/proc" in inside.stdout and "systempaths=unconfined" in inside.stdout, inside.stdout + inside.stderr
+    outside = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert outside.stdout.strip() == "None"
