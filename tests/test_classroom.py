@@ -144,6 +144,29 @@ def test_dockerfile_installs_the_lock_and_enters_the_grading_command():
     assert not (ROOT / "Dockerfile").exists(), "根目录的 Dockerfile 会让 Binder（repo2docker）不再读 environment.yml"
 
 
+def _yaml_blocks(path):
+    return [yaml.load(block, Loader=_Loader)
+            for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), re.S)]
+
+
+def test_the_kubernetes_job_in_the_teaching_guide_runs_grade_one_in_a_usable_sandbox():
+    jobs = [doc for doc in _yaml_blocks(ROOT / "docs" / "teaching.md") if isinstance(doc, dict) and doc.get("kind") == "Job"]
+    assert len(jobs) == 1, "教师指南里应当有一个 Kubernetes Job"
+    pod = jobs[0]["spec"]["template"]["spec"]
+    assert jobs[0]["spec"]["completionMode"] == "Indexed"
+    assert pod["hostUsers"] is False  # procMount: Unmasked 要求 Pod 有自己的用户命名空间
+    (grader,) = pod["containers"]
+    command = " ".join(grader.get("command", []) + grader.get("args", []))
+    assert "coursework.course grade-one" in command and "--student" in command and "--out" in command
+    context = {**pod.get("securityContext", {}), **grader.get("securityContext", {})}
+    assert context["seccompProfile"]["type"] == "Unconfined" and context["appArmorProfile"]["type"] == "Unconfined"
+    assert context["procMount"] == "Unmasked" and context["runAsNonRoot"] is True
+    assert not context.get("privileged"), "privileged 的 Pod 一旦被逃出沙盒就是整个节点"
+    # 每个容器用的都是同一个评分镜像
+    images = {c["image"] for c in pod["containers"] + pod.get("initContainers", [])}
+    assert len(images) == 1
+
+
 # ---------------------------------------------------------------- 模板仓库
 
 
