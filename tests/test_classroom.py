@@ -157,7 +157,13 @@ def test_the_kubernetes_job_in_the_teaching_guide_runs_grade_one_in_a_usable_san
     assert pod["hostUsers"] is False  # procMount: Unmasked 要求 Pod 有自己的用户命名空间
     (grader,) = pod["containers"]
     command = " ".join(grader.get("command", []) + grader.get("args", []))
-    assert "coursework.course grade-one" in command and "--student" in command and "--out" in command
+    assert "coursework.course grade-one" in command and "--student" in command
+    # 输出目录是结果卷里这个 Pod 自己的一格：沙盒只藏得住输出目录本身，藏不住同一个卷里别的学生
+    out = re.search(r"--out (\S+)", command).group(1)
+    (mount,) = [m for m in grader["volumeMounts"] if m["mountPath"] == out]
+    assert mount.get("subPathExpr") == "$(JOB_COMPLETION_INDEX)", "评分容器只能挂上结果卷里自己的那一格"
+    assert all(m["mountPath"] != out and not out.startswith(m["mountPath"] + "/") for m in grader["volumeMounts"]
+               if m is not mount), "结果卷的别处也挂进了评分容器"
     context = {**pod.get("securityContext", {}), **grader.get("securityContext", {})}
     assert context["seccompProfile"]["type"] == "Unconfined" and context["appArmorProfile"]["type"] == "Unconfined"
     assert context["procMount"] == "Unmasked" and context["runAsNonRoot"] is True
