@@ -305,7 +305,7 @@ def gather(graded: list, out: Path) -> list[str]:
     """把几次 `grade-one`（或 `autograde`）的输出合成一份全班的结果，返回合进来的学号。
 
     graded 里每一项是一个输出目录（里面有 `grades.csv`），或者装着很多个输出目录的文件夹
-    （比如 Kubernetes 的每个 Job 各写一个 `<学号>/`）。合成的 `grades.csv`、`notebooks.csv` 按学号排好；
+    （比如 Kubernetes 的每个 Pod 各写一个子目录）。合成的 `grades.csv`、`notebooks.csv` 按学号排好；
     `feedback/<学号>/` 复制过来；`similar.csv` 用各目录成绩库旁边整理好的作业（`course/submitted/`）重新算，
     所以不同 Job 评的学生之间也比较。同一个学号出现两次、表头不同（不是同一套笔记本评的）就停下并说明。
     """
