@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUBMISSIONS ?= submitted
 
-.PHONY: lab test test-real test-browser test-latest test-oldest lock site bench lesson release autograde clean
+.PHONY: lab test test-real test-browser test-latest test-oldest lock site bench lesson release autograde classroom clean
 
 # 装的是锁文件 requirements/<组>.txt 里的确切版本（带哈希，make lock 生成），CI 测的就是这些版本。
 # 每组一个标记文件：.venv/.installed-dev、.venv/.installed-dev-teach ……；组名里的 - 分开 extras。
@@ -74,6 +74,10 @@ release: $(VENV)/.installed-dev-teach
 autograde: $(VENV)/.installed-dev-teach
 	@scripts/apt-install.sh bwrap=bubblewrap
 	$(PY) -m coursework.course autograde $(SUBMISSIONS) --out grades
+
+# GitHub Classroom 的模板仓库：学生版加上按推送评分的工作流（coursework/template/），写到 classroom-template/
+classroom: $(VENV)/.installed-dev-teach
+	$(PY) -m coursework.course classroom --out classroom-template
 
 # 漂移检查：另建一个 venv，装 pyproject.toml 的范围允许的最新版本（test-latest）或最低版本（test-oldest），
 # 跑和 make test 同样的测试，最后报告哪些包和锁文件不同、哪些测试失败。见 docs/maintaining.md

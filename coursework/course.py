@@ -2,6 +2,9 @@
 
     python -m coursework.course release   [--out release]
     python -m coursework.course autograde SUBMISSIONS [--out grades] [--jobs N] [--feedback safe|full]
+    python -m coursework.course grade-one STUDENT_DIR [--out grades] [--student 学号]
+    python -m coursework.course gather GRADED... [--out grades]
+    python -m coursework.course classroom [--out classroom-template]
 
 `notebooks/` 里是教师版（带参考答案和隐藏测试）。`release` 把它们交给 nbgrader 的
 generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试被删掉，结果放进 `--out`。
@@ -24,6 +27,12 @@ generate_assignment：答案变成 `raise NotImplementedError()`，隐藏测试�
 
 学生多时用 `--jobs` 并行：几个评分进程共用一个课程目录，每评完一个学生就把结果记下来，
 `grades.csv` 也随即改写（还没评到的学生写着“评分中”）。
+
+`grade-one` 给一个学生的文件夹评分（GitHub Classroom 的一次推送、Kubernetes 的一个 Job、评分镜像的默认命令）：
+把这个文件夹当成只有一个学生的 `SUBMISSIONS` 交给 `autograde`，写出同样的表和反馈，
+另外写出 GitHub Classroom 的分数和给学生看的摘要（`coursework/classroom.py`）。
+`gather` 把几次 `grade-one` 的输出合成一份全班的 `grades.csv`、`notebooks.csv`、`similar.csv` 和 `feedback/`。
+`classroom` 生成 GitHub Classroom 的模板仓库：学生版加上 `coursework/template/` 里的工作流和说明。
 """
 
 import argparse
@@ -47,7 +56,8 @@ try:
 except ImportError as exc:
     raise SystemExit(NEEDS_NBGRADER) from exc
 
-from . import collect, report, sandbox
+from . import classroom, collect, report, sandbox
+from .intake import clean_student_id
 from .feedback import TIMEOUT_NAMES, HideHiddenTests, ScrubFullOutputs, ScrubOutputs, StderrIsNotFailure
 
 # nbgrader 会按名字调用 alembic：把当前解释器所在的 bin/Scripts 目录放到 PATH 最前面，
@@ -257,11 +267,87 @@ def autograde(submissions: Path, out: Path, jobs: int = 1, timeout: int = 120, f
         written = {}  # 学生 → 成绩表里的一行：评完就定了，边评边写和最后一次都不再重读成绩库
         statuses = _collect_results(procs, lambda done: _write_rows(subs, done, course, out, exercise_list,
                                                                     cache=written))
+        similar = report.similar_submissions(subs)  # 整理好的作业在临时目录里：离开 with 之前比较
     rows = _write_rows(subs, statuses, course, out, exercise_list, cache=written, final=True)
     report.write_notebook_table(rows, exercise_list, out)
-    report.write_similarity(report.similar_submissions(subs), out)
+    report.write_similarity(similar, out)
     _print_attention(rows, subs)
     return rows
+
+
+def grade_one(student_dir: Path, out: Path, student: str | None = None, timeout: int = 120, feedback: str = "safe",
+              *, unsandboxed: bool = False, due=None) -> dict:
+    """给一个学生的文件夹评分，返回他在成绩表里的一行。
+
+    走的就是 `autograde`：把这个文件夹（`.git` 除外）复制成只有一个学生的 SUBMISSIONS，
+    学号是 student（默认用文件夹名，整理方式和收作业时一样）。out 里照常写出 `grades.csv`、`notebooks.csv`、
+    `course/`、`feedback/<学号>/`，另外写出 `classroom.env`、`runners.txt` 和 `summary.md`（`coursework/classroom.py`）。
+    """
+    student_dir, out = Path(student_dir).resolve(), Path(out).resolve()
+    if not student_dir.is_dir():
+        raise SystemExit(f"{student_dir} 不是一个文件夹")
+    sid = clean_student_id(student or student_dir.name)
+    with tempfile.TemporaryDirectory(prefix="one-student-") as tmp:
+        shutil.copytree(student_dir, Path(tmp) / sid, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        rows = autograde(Path(tmp), out, jobs=1, timeout=timeout, feedback=feedback, unsandboxed=unsandboxed, due=due)
+    row = next(r for r in rows if r["student"] == sid)
+    classroom.write(row, report.exercises(instructor_notebooks()), out)
+    return row
+
+
+def _graded_students(folder: Path) -> list[str]:
+    """一个评分输出目录里评过的学生（原样的学号，成绩表里的可能加了防公式的 `'`）。"""
+    submitted = folder / "course" / "submitted"
+    return sorted(p.name for p in submitted.iterdir() if p.is_dir()) if submitted.is_dir() else []
+
+
+def gather(graded: list, out: Path) -> list[str]:
+    """把几次 `grade-one`（或 `autograde`）的输出合成一份全班的结果，返回合进来的学号。
+
+    graded 里每一项是一个输出目录（里面有 `grades.csv`），或者装着很多个输出目录的文件夹
+    （比如 Kubernetes 的每个 Pod 各写一个子目录）。合成的 `grades.csv`、`notebooks.csv` 按学号排好；
+    `feedback/<学号>/` 复制过来；`similar.csv` 用各目录成绩库旁边整理好的作业（`course/submitted/`）重新算，
+    所以不同 Job 评的学生之间也比较。同一个学号出现两次、表头不同（不是同一套笔记本评的）就停下并说明。
+    """
+    folders = []
+    for path in map(Path, graded):
+        path = path.resolve()
+        if (path / "grades.csv").exists():
+            folders.append(path)
+        else:
+            folders += sorted(p.parent for p in path.glob("*/grades.csv"))
+    if not folders:
+        raise SystemExit(f"{'、'.join(map(str, graded))} 里没有找到评分的输出（grades.csv）")
+    out = Path(out).resolve()
+    report.merge_tables(folders, out)
+    subs = []
+    for folder in folders:
+        for sid in _graded_students(folder):
+            target = out / "feedback" / sid
+            if folder != out:
+                shutil.rmtree(target, ignore_errors=True)
+                if (folder / "feedback" / sid).is_dir():
+                    shutil.copytree(folder / "feedback" / sid, target)
+            notebooks = {p.stem: p for p in sorted((folder / "course" / "submitted" / sid / ASSIGNMENT).glob("*.ipynb"))}
+            subs.append(collect.Submission(sid, notebooks, [], [], [], None, False))
+    report.write_similarity(report.similar_submissions(subs), out)
+    return [sub.student for sub in subs]
+
+
+TEMPLATE = Path(__file__).with_name("template")  # GitHub Classroom 模板仓库里除了笔记本以外的文件
+
+
+def classroom_template(out: Path, notebooks=None) -> list:
+    """GitHub Classroom 的模板仓库：学生版笔记本（和 `release` 一样），加上 `coursework/template/` 里的
+    工作流 `.github/workflows/classroom.yml`、给学生的 `README.md` 和 `.gitignore`。返回写出的文件。"""
+    written = release(out, notebooks)
+    for path in sorted(TEMPLATE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            target = out / path.relative_to(TEMPLATE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            written.append(target)
+    return written
 
 
 PROGRESS_EVERY = 5  # 秒：评分时每隔这么久，把评完的学生写进 grades.csv
@@ -345,6 +431,20 @@ def _print_attention(rows, subs):
             print(f"[{row['student']}] " + "；".join(lines))
 
 
+def _grading_options(parser) -> None:
+    """autograde 和 grade-one 共用的选项。"""
+    parser.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
+    parser.add_argument("--due", help="截止时间（例如 2026-12-15T23:59+08:00）：之后交的在成绩表里标为迟交")
+    parser.add_argument("--unsandboxed", action="store_true",
+                        help="没有 bubblewrap 时也评分：学生的代码会以你的身份运行、读得到你的文件，只在信得过的作业上用")
+    parser.add_argument(
+        "--feedback", choices=FEEDBACK_MODES, default="safe",
+        help="safe（默认）：反馈里没有隐藏测试的代码、输出和回溯，每格得分照常显示，"
+             "没通过的隐藏测试只给出断言里写的说明，可以放心发回，下学期还能接着用这些测试；"
+             "full：nbgrader 原样的反馈，隐藏测试全部可见，只适合自己查看或不再复用这些测试时发回。"
+             "两种方式的成绩表完全一样")
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "_group":  # 评分进程的入口
@@ -365,20 +465,31 @@ def main(argv=None):
     p_grade.add_argument("--out", type=Path, default=ROOT / "grades")
     p_grade.add_argument("--jobs", type=int, default=2 * (os.cpu_count() or 1),
                          help="同时评分的进程数，默认每核两个：笔记本里有 sleep 和超时演示要等，两个正好用满一核")
-    p_grade.add_argument("--timeout", type=int, default=120, help="每一格的执行上限（秒）")
-    p_grade.add_argument("--due", help="截止时间（例如 2026-12-15T23:59+08:00）：之后交的在成绩表里标为迟交")
-    p_grade.add_argument("--unsandboxed", action="store_true",
-                         help="没有 bubblewrap 时也评分：学生的代码会以你的身份运行、读得到你的文件，只在信得过的作业上用")
-    p_grade.add_argument(
-        "--feedback", choices=FEEDBACK_MODES, default="safe",
-        help="safe（默认）：反馈里没有隐藏测试的代码、输出和回溯，每格得分照常显示，"
-             "没通过的隐藏测试只给出断言里写的说明，可以放心发回，下学期还能接着用这些测试；"
-             "full：nbgrader 原样的反馈，隐藏测试全部可见，只适合自己查看或不再复用这些测试时发回。"
-             "两种方式的成绩表完全一样")
+    _grading_options(p_grade)
+    p_one = sub.add_parser(
+        "grade-one", help="给一个学生的文件夹评分（GitHub Classroom 的工作流、Kubernetes 的 Job、评分镜像都用它）",
+        description="和 autograde 是同一条路：写出同样的 grades.csv、notebooks.csv、course/、feedback/<学号>/，"
+                    "另外写出 GitHub Classroom 的分数（classroom.env、runners.txt）和给学生看的摘要 summary.md。")
+    p_one.add_argument("student_dir", type=Path, help="学生的文件夹（比如他的作业仓库），里面的笔记本放在哪一层都行")
+    p_one.add_argument("--out", type=Path, default=ROOT / "grades")
+    p_one.add_argument("--student", help="成绩表里的学号，默认用文件夹名")
+    _grading_options(p_one)
+    p_gather = sub.add_parser(
+        "gather", help="把几次 grade-one 的输出合成一份全班的成绩表",
+        description="GRADED 是 grade-one 或 autograde 的输出目录，或者装着很多个输出目录的文件夹（每个 Job 一个）。"
+                    "写出合在一起的 grades.csv、notebooks.csv、similar.csv 和 feedback/<学号>/。")
+    p_gather.add_argument("graded", type=Path, nargs="+")
+    p_gather.add_argument("--out", type=Path, default=ROOT / "grades")
+    p_cls = sub.add_parser("classroom", help="生成 GitHub Classroom 的模板仓库：学生版加上按推送评分的工作流")
+    p_cls.add_argument("--out", type=Path, default=ROOT / "classroom-template")
     args = parser.parse_args(argv)
-    if args.command == "release":
-        for path in release(args.out):
+    if args.command in ("release", "classroom"):
+        for path in (release if args.command == "release" else classroom_template)(args.out):
             print(path)
+        return 0
+    if args.command == "gather":
+        students = gather(args.graded, args.out)
+        print(f"合并了 {len(students)} 名学生，成绩表：{args.out / 'grades.csv'}")
         return 0
     os.environ.update(_clean_env())
     for key in [k for k in os.environ if k.startswith("OPENAI_")]:
@@ -386,9 +497,15 @@ def main(argv=None):
     from datetime import datetime
 
     due = datetime.fromisoformat(args.due) if args.due else None
-    rows = autograde(args.submissions.resolve(), args.out, jobs=args.jobs, timeout=args.timeout,
-                     feedback=args.feedback, unsandboxed=args.unsandboxed, due=due)
-    print(f"已评分 {len({r['student'] for r in rows})} 名学生，成绩表：{args.out / 'grades.csv'}")
+    if args.command == "grade-one":
+        row = grade_one(args.student_dir, args.out, args.student, timeout=args.timeout, feedback=args.feedback,
+                        unsandboxed=args.unsandboxed, due=due)
+        print(f"已评分 {row['student']}：{row['total']:g} / {row['max_total']:g} 分，"
+              f"成绩表：{args.out / 'grades.csv'}，摘要：{args.out / 'summary.md'}")
+    else:
+        rows = autograde(args.submissions.resolve(), args.out, jobs=args.jobs, timeout=args.timeout,
+                         feedback=args.feedback, unsandboxed=args.unsandboxed, due=due)
+        print(f"已评分 {len({r['student'] for r in rows})} 名学生，成绩表：{args.out / 'grades.csv'}")
     if args.feedback == "full":
         sys.stderr.write(f"注意：{args.out / 'feedback'} 里有隐藏测试的全部代码，发回给学生就等于公开了这些测试。\n")
     return 0

@@ -124,6 +124,41 @@ def write_notebook_table(rows: list[dict], exercise_list, out: Path) -> None:
     _atomic_write(Path(out) / "notebooks.csv", write)
 
 
+def _raw_id(cell: str) -> str:
+    """成绩表里的学号还原成原样（去掉 `_text` 为防公式加的 `'`），排序和 write_grades 一致。"""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_START) else cell
+
+
+def merge_tables(folders, out: Path) -> None:
+    """几个评分输出目录里的 grades.csv 和 notebooks.csv 合成一份，写进 out，按学号排好（同一个学生的行保持原来的顺序）。
+
+    表头不同（不是同一套教师版笔记本评出来的）或者同一个学号出现在两个目录里，就停下并说明。"""
+    folders = [Path(f) for f in folders]
+    for name in ("grades.csv", "notebooks.csv"):
+        header, rows, owner = None, [], {}
+        for folder in folders:
+            with (folder / name).open(encoding="utf-8-sig", newline="") as f:
+                table = list(csv.reader(f))
+            if not table:
+                continue
+            if header is None:
+                header = table[0]
+            elif table[0] != header:
+                raise SystemExit(f"{folder / name} 的表头和 {folders[0] / name} 不同：不是同一套笔记本评出来的，不能合在一起")
+            for row in table[1:]:
+                sid = _raw_id(row[0])
+                if name == "grades.csv" and owner.setdefault(sid, folder) != folder:
+                    raise SystemExit(f"学号 {sid} 在 {owner[sid]} 和 {folder} 里都有：先删掉其中一份")
+                rows.append(row)
+        rows.sort(key=lambda r: _raw_id(r[0]))
+
+        def write(w, header=header, rows=rows):
+            w.writerow(header or [])
+            w.writerows(rows)
+
+        _atomic_write(Path(out) / name, write)
+
+
 # ---------------------------------------------------------------- 相似提交
 
 

@@ -97,6 +97,12 @@ def available() -> str | None:
                             "--ro-bind", "/", "/", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"bwrap 建不了命名空间（{probe.stderr.strip()[:200]}）：这台机器或容器可能关掉了非特权用户命名空间"
+    # 沙盒还要挂一个新的 /proc：容器盖住了 /proc 里的几处（Docker 和 Kubernetes 默认如此）时，内核不许
+    probe = subprocess.run(["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+                            "--ro-bind", "/", "/", "--proc", "/proc", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return (f"bwrap 挂不上新的 /proc（{probe.stderr.strip()[:200]}）：在容器里评分时，容器不能盖住 /proc 里的路径"
+                "（Docker 加 --security-opt systempaths=unconfined，Kubernetes 用 procMount: Unmasked，见 docs/teaching.md）")
     return None
 
 

@@ -241,6 +241,15 @@ def test_default_feedback_shows_no_hidden_test_in_any_notebook(graded):
                 assert re.search(re.escape(gid) + r"\s*Score: \d", page), f"{student}/{path.name} 缺 {gid} 的得分"
 
 
+def test_identical_answers_are_listed_in_similar_csv(graded):
+    """partial 交的答案都是 teacher 也交了的参考答案：similar.csv 里要有这一对。
+    （整理好的作业放在评分用的临时目录里，要在它被删掉之前比较，不然表永远是空的。）"""
+    _, out, _ = graded
+    with (out / "similar.csv").open(encoding="utf-8-sig") as f:
+        pairs = {(r["学号甲"], r["学号乙"]) for r in csv.DictReader(f)}
+    assert ("partial", "teacher") in pairs
+
+
 # 一份只交了 00 的作业：第一题做对；第二题用一个粗心的解法，公开测试都能过，隐藏测试里的一条过不了
 HIDDEN_FAILURE_NOTEBOOK = "00_setup"
 CARELESS = {
