@@ -5,11 +5,12 @@ nbclient 的无头执行（test_notebooks.py）看不到前端：小部件画没
 
 - 00：菜单 Run → Run All Cells 全部跑通；切换器显示出“假模型（离线）/真实端点”，默认选中假模型，
   `switch.test_connection()` 给出 ✓；在下拉框里选“本项目的本地端点”，点“测试连接”按钮看到 ✓ 连接成功，
-  重新运行取客户端的那一格（00 的 `client, MODEL = switch.current()`、03 的 `chat = Chat(*switch.current())`），输出从 FakeClient 变成 OpenAI；
+  重新运行取客户端的那一格（`client, MODEL = switch.current()`），输出从 FakeClient 变成 OpenAI；
   第一次调用经 HTTP 再做一遍；点回“假模型（离线）”，又变回 FakeClient。
 - 03：一段一段地运行。每张消息表都是它那一格的快照：第一步建的表停在 1 行；后面每个调用
   `view.update()` 的格子输出自己的一张表，行数等于格子里打印的消息条数；每格最多一张表，不会越堆越多。
-  `simple_loop` 运行时，运行循环的那一格里的表逐轮原地刷新；用切换器换成本地端点后，同一个循环经 HTTP 再跑一遍。
+  `simple_loop` 运行时，运行循环的那一格里的表逐轮原地刷新，比第四步手工做出的表多一行最后的回答；
+  用切换器换成本地端点后，同一个循环经 HTTP 再跑一遍。
 - 两本都检查：没有报错输出，浏览器控制台没有错误。
 
 截图存到 `artifacts/browser/`（不进 git）；README 用的那张是从这里挑出来、复制到 `docs/screenshots/` 的。
@@ -316,9 +317,9 @@ def test_one_request_live_table_and_loop(open_notebook):
     with screenshot_on_failure(nb, "03_one_request"):
         nb.hide_sidebars()
         switch = nb.find("switch = model_switch()")
-        client_cell = nb.find("chat = Chat(*switch.current())")
-        view = nb.find("view = show_messages(messages, chat=chat)")
-        loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
+        client_cell = nb.find("client, MODEL = switch.current()")
+        view = nb.find("view = show_messages(messages)")
+        loop_run = nb.find("loop_view = show_messages(loop_messages)")
         updates = update_cells(nb, view)
         assert updates and updates[-1] < loop_run
 
@@ -356,9 +357,9 @@ def test_one_request_live_table_and_loop(open_notebook):
         widths = nb.views_in(loop_run).first.locator("thead th").evaluate_all(
             "ths => ths.map(t => t.getBoundingClientRect().width)")
         assert widths[0] < widths[2] / 2, f"各列应当按内容分宽度，实际 {widths}"
-        # 循环那一格的表和手工一步步做出来的表是同一个形状
+        # 循环那一格的表比第四步手工做出来的多一行：最后的回答（原文的 M4）
         loop_rows = nb.rows_in(loop_run)
-        assert loop_rows == final_rows == header_count(nb, loop_run)
+        assert loop_rows == final_rows + 1 == header_count(nb, loop_run)
         # 逐轮刷新：每一轮结束时（助手消息和它引出的工具消息都追加之后）表里的行数，都应当被看到过
         watched = loop_area.evaluate("a => a.__seen")
         assert max(n for n, _ in watched) == 1, f"循环那个输出区里同时出现过多张表：{watched}"
@@ -375,7 +376,7 @@ def test_one_request_live_table_and_loop(open_notebook):
         assert client_kind(nb, client_cell) == "OpenAI"
         loop_area.evaluate(WATCH_JS)
         nb.run_cells(loop_run)
-        assert nb.rows_in(loop_run) == header_count(nb, loop_run) == final_rows
+        assert nb.rows_in(loop_run) == header_count(nb, loop_run) == loop_rows
         rows = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
         assert rows == [1, *turn_ends(roles_in(nb, loop_run))], f"经 HTTP 时循环那张表没有逐轮刷新：{rows}"
         assert nb.output_text(loop_run).strip(), "循环应当打印出最后的回答"
@@ -446,9 +447,9 @@ def test_notebook7_switch_tables_and_loop(open_notebook):
     nb = open_notebook("03_one_request.ipynb", ui="notebook")
     with screenshot_on_failure(nb, "03_notebook7"):
         switch = nb.find("switch = model_switch()")
-        client_cell = nb.find("chat = Chat(*switch.current())")
-        view = nb.find("view = show_messages(messages, chat=chat)")
-        loop_run = nb.find("run = run_loop(simple_loop, loop_messages")
+        client_cell = nb.find("client, MODEL = switch.current()")
+        view = nb.find("view = show_messages(messages)")
+        loop_run = nb.find("loop_view = show_messages(loop_messages)")
         updates = update_cells(nb, view)
 
         loop_area = nb.cell(loop_run).locator(".jp-Cell-outputArea")
@@ -466,8 +467,8 @@ def test_notebook7_switch_tables_and_loop(open_notebook):
         for i, c in enumerate(nb.cells):
             if c["cell_type"] == "code":
                 assert nb.views_in(i).count() <= 1, f"第 {i} 格的输出里有不止一张消息表"
-        # 运行循环的那一格里的表逐轮刷新，最后和手工一步步做出来的一样长
-        assert nb.rows_in(loop_run) == rows[-1] == header_count(nb, loop_run)
+        # 运行循环的那一格里的表逐轮刷新，最后比手工一步步做出来的多一行（最后的回答）
+        assert nb.rows_in(loop_run) == rows[-1] + 1 == header_count(nb, loop_run)
         watched = [r for n, r in loop_area.evaluate("a => a.__seen") if n == 1]
         assert watched == [1, *turn_ends(roles_in(nb, loop_run))], f"循环那张表没有逐轮刷新：{watched}"
 

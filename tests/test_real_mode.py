@@ -389,20 +389,23 @@ def test_local_mode_switch_honours_harness_model():
 
 
 def cell_output(nb, cell_id):
+    """这一格打印的文字和显示的文字版（消息表的 text/plain 也算）。"""
     cell = next(c for c in nb.cells if c.get("id") == cell_id)
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+    return "".join(o.get("text", "") or "".join(o.get("data", {}).get("text/plain", ""))
+                   for o in cell.get("outputs", []))
 
 
 @pytest.mark.real
-def test_refused_commands_do_not_stop_notebook_03(project_endpoint, tmp_path):
-    """学习者对每条命令都答“不”（HARNESS_APPROVAL=deny 走的是同一条拒绝的路）：03 照样跑到最后一格，
-    打印出的是拒绝，不是命令的输出（模型提出的是 pwd，它的输出会是临时文件夹的路径）。"""
-    path = NOTEBOOKS / "03_one_request.ipynb"
+def test_refused_commands_do_not_stop_the_loop(project_endpoint, tmp_path):
+    """学习者对每条命令都答“不”（HARNESS_APPROVAL=deny 走的是同一条拒绝的路）：10 里用所选模型跑 `agent_loop`
+    的那一格照样跑完，模型读到的是拒绝，不是命令的输出（模型提出的是 pwd，它的输出会是临时文件夹的路径）。
+    03 的最小循环照原文不审批，所以在讲审批的 10 里查。"""
+    path = NOTEBOOKS / "10_approval.ipynb"
     nb, error, _ = run_notebook(path, "other-commands-real", project_endpoint, tmp_path,
                                 extra={"HARNESS_APPROVAL": "deny"})
     assert error is None, describe_failure(nb, error)
     assert not unexpected_tracebacks(nb)
-    refused = cell_output(nb, "03oner-039")
+    refused = cell_output(nb, "10appr-024")
     assert "错误（执行授权失败）" in refused and "agent-loop-" not in refused
 
 
@@ -477,7 +480,9 @@ def test_the_series_gets_real_tool_calls_from_a_model_that_calls_tools_only_on_r
             told = [line for line in lines if "改发：" in line and "结果：成功" not in line]
             if told:
                 problems.append(f"{path.name} 说了没成功的改动：{told[:2]}")
-            fallback = [line for line in lines if "没给出要的回复" in line or "端点没有给出回复" in line]
+            # Chat、run_loop 改用【脚本示范】时的话，和 03 直接调用 create 的那两格的话
+            fallback = [line for line in lines if any(
+                said in line for said in ("没给出要的回复", "端点没有给出回复", "没拿到工具调用", "循环中途停了"))]
             if fallback:
                 problems.append(f"{path.name} 改用了【脚本示范】：{fallback[:2]}")
             chat_posts = [s for s in mine if s[1] == "POST"]
