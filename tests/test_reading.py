@@ -6,7 +6,7 @@
 537 是原来“每分钟 11 行”按 00–10 主线新代码的平均行长 48.8 个字符换算的），
 输出每分钟 900 个字（打印的文字和文字表格），每张消息表 15 秒。输出要执行以后才有，
 所以含输出的那一项在 test_notebooks.py 里，和执行共用一次；这里只查不含输出的部分。
-每本（00–11）的主线不超过 30 分钟；00–06 和 11 各有自己的预算（`BUDGETS`，写在 docs/teaching.md 里）；
+每本（00–11）的主线不超过 30 分钟；每本还有含输出的预算（`BUDGETS`，写在 docs/teaching.md 里）；
 00–06 合起来（练习也算）不超过 350 格、35,000 个字的说明文字。
 同一件事只说一次：几句以前反复出现的话，整套笔记本里最多出现一次。
 """
@@ -26,9 +26,10 @@ CODE_CHARS_PER_MINUTE = 537  # 不算空白
 OUTPUT_CHARS_PER_MINUTE = 900
 TABLE_MINUTES = 0.25  # 一张消息表
 # 主线的预算（分钟，细心的读者，含输出）：原文对应部分的约 3 倍
-# 11 是选学，没有对应的原文篇幅：按“细心的读者 30 分钟”给，含输出也算进去
+# 07–11 是选学，没有对应的原文篇幅：按“细心的读者 30 分钟”给，含输出也算进去
 BUDGETS = {"00_setup": 10, "01_model_only_proposes": 8, "02_each_turn": 10, "03_one_request": 25,
-           "04_failure_paths": 18, "05_limits": 15, "06_five_tools": 20, "11_two_more_apis": 30}
+           "04_failure_paths": 18, "05_limits": 15, "06_five_tools": 20,
+           **{name: 30 for name in OPTIONAL}}
 MAX_MINUTES = 30
 MAX_CELLS = 350
 MAX_MARKDOWN = 35_000
