@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -17,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import executed, notebook_paths  # noqa: E402
-from test_reading import BUDGETS, MAX_MINUTES, main_line, minutes, output_minutes, prose, seen_before  # noqa: E402
+from test_reading import (BUDGETS, MAX_MINUTES, main_line, minutes, output_amounts, output_minutes,  # noqa: E402
+                          prose, seen_before)
 
 PROSE_PER_MINUTE, LINES_PER_MINUTE, OUTPUT_PER_MINUTE = 450, 12, 1500
 TABLE_MINUTES, CELL_SECONDS = 0.25, 9
@@ -28,16 +28,7 @@ def per_line(cells) -> float:
     markdown = sum(len(prose(c)) for c in cells if c["cell_type"] == "markdown")
     code = [c for c in cells if c["cell_type"] == "code"]
     lines = sum(1 for c in code for line in "".join(c["source"]).splitlines() if line.strip())
-    chars = tables = 0
-    for cell in code:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if out.get("output_type") == "stream":
-                chars += len("".join(out.get("text", "")))
-            elif "messages-view" in "".join(data.get("text/html", "")):
-                tables += 1
-            elif "application/vnd.jupyter.widget-view+json" not in data:
-                chars += len(re.sub(r"\s+", " ", "".join(data.get("text/plain", ""))))
+    chars, tables = output_amounts(code)
     return (markdown / PROSE_PER_MINUTE + lines / LINES_PER_MINUTE + chars / OUTPUT_PER_MINUTE
             + tables * TABLE_MINUTES + len(code) * CELL_SECONDS / 60)
 

@@ -87,6 +87,12 @@ def minutes(cells, seen=frozenset()):
 
 def output_minutes(cells):
     """执行过的格子的输出用时：打印的文字和文字表格按字数，消息表按张数。"""
+    chars, tables = output_amounts(cells)
+    return chars / OUTPUT_CHARS_PER_MINUTE + tables * TABLE_MINUTES
+
+
+def output_amounts(cells):
+    """执行过的格子的输出有多少：(打印的文字和文字表格的字数, 消息表的张数)。"""
     chars = tables = 0
     for cell in cells:
         for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
@@ -97,7 +103,7 @@ def output_minutes(cells):
                 tables += 1
             elif "application/vnd.jupyter.widget-view+json" not in data:
                 chars += len("".join(data.get("text/plain", "")))
-    return chars / OUTPUT_CHARS_PER_MINUTE + tables * TABLE_MINUTES
+    return chars, tables
 
 
 @pytest.mark.parametrize("name", MAIN_LINE + OPTIONAL)
