@@ -333,7 +333,8 @@ def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
 
 def explain_uncaught_errors(shell=None) -> bool:
     """打开“没接住的 openai SDK 异常先给一句中文说明”：说明在前、调用栈在后，都打码。
-    每本笔记本在切换器那一格明写这一行；不在 IPython 里时什么也不做，返回 False。"""
+    自己调用 `create()`、可能有端点异常没接住的笔记本，在切换器那一格明写这一行；调模型都经过 `Chat` 或 `run_loop`
+    的笔记本（它们自己接住端点异常）不写。不在 IPython 里时什么也不做，返回 False。"""
     shell = shell if shell is not None else get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
