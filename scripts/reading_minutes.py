@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import executed, notebook_paths  # noqa: E402
-from test_reading import (BUDGETS, MAX_MINUTES, main_line, minutes, output_amounts, output_minutes,  # noqa: E402
-                          prose, seen_before)
+from test_reading import (BUDGETS, MAX_MINUTES, code_lines, main_line, minutes, output_amounts,  # noqa: E402
+                          output_minutes, prose, seen_before)
 
 PROSE_PER_MINUTE, LINES_PER_MINUTE, OUTPUT_PER_MINUTE = 450, 12, 1500
 TABLE_MINUTES, CELL_SECONDS = 0.25, 9
@@ -27,7 +27,7 @@ def per_line(cells) -> float:
     """「逐行」算法：说明、每一行代码、输出、消息表、每格的运行时间。"""
     markdown = sum(len(prose(c)) for c in cells if c["cell_type"] == "markdown")
     code = [c for c in cells if c["cell_type"] == "code"]
-    lines = sum(1 for c in code for line in "".join(c["source"]).splitlines() if line.strip())
+    lines = len(code_lines(code))  # 每一行都算，见过的也算
     chars, tables = output_amounts(code)
     return (markdown / PROSE_PER_MINUTE + lines / LINES_PER_MINUTE + chars / OUTPUT_PER_MINUTE
             + tables * TABLE_MINUTES + len(code) * CELL_SECONDS / 60)

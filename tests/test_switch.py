@@ -661,7 +661,6 @@ class ChatOnly:
 
     def __call__(self, request):
         if request.method == "POST" and request.url.path.endswith("/responses"):
-            from harness_lib.models.wire import Rejected
             return Rejected(404, f"Invalid URL (POST {request.url.path})").response()
         return self.inner(request)
 

@@ -255,6 +255,10 @@ class _Pairing:
         return [what.format(n=len(found)) + where + (" 等" if len(found) > 5 else "")]
 
 
+TABLE_COLUMNS = ("pos", "role", "content", "calls", "tools", "answers", "answered_by", "answers_pos",
+                 "prompt_tokens", "completion_tokens", "seconds", "estimated", "layer", "scripted")
+
+
 def table_frame(messages, api: str = "chat", *, outcomes=None, turns=None, scripted=()) -> pd.DataFrame:
     """消息表此刻的数据，一行一条消息（或条目），索引 `pos` 与列表的下标一致；配对、用量、层次都是列，可以直接查询：
     `calls` 这一行提出的调用 id，`answers` 它回应的调用 id，`answered_by` 回应这些调用的行，`answers_pos` 被回应的调用
@@ -278,10 +282,6 @@ def table_frame(messages, api: str = "chat", *, outcomes=None, turns=None, scrip
             "layer": next((layer for layer in layers if layer), None), "scripted": pos in scripted})
     return pd.DataFrame(records, columns=list(TABLE_COLUMNS)).set_index("pos").astype(
         {"answers_pos": "Int64", "prompt_tokens": "Int64", "completion_tokens": "Int64"})
-
-
-TABLE_COLUMNS = ("pos", "role", "content", "calls", "tools", "answers", "answered_by", "answers_pos",
-                 "prompt_tokens", "completion_tokens", "seconds", "estimated", "layer", "scripted")
 
 
 def _chip(cid: str, pairing: _Pairing) -> str:
