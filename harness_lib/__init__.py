@@ -51,7 +51,7 @@ _PUBLIC = {
     **dict.fromkeys(["MessagesView", "show_items", "show_messages"], "ui.view"),
     **dict.fromkeys(["IMPACT", "probe", "probe_verdict"], "ui.probe"),
     **dict.fromkeys(["Chat", "run_loop"], "ui.step"),
-    "other_apis": "ui.apis",
+    **dict.fromkeys(["anatomy", "other_apis"], "ui.apis"),
 }
 _ROLES = ("lesson", "models", "safety", "ui")
 

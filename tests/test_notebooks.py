@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import executed, notebook_paths
-from test_reading import BUDGETS, main_line, minutes, output_minutes, seen_before
+from test_reading import BUDGETS, main_line, minutes, output_minutes
 
 PATHS = notebook_paths()
 
@@ -58,7 +58,7 @@ def test_main_line_reads_within_its_budget(name):
     nb = executed(next(p for p in PATHS if p.stem == name)).nb
     ids = {c["id"] for c in main_line(name)}
     cells = [c for c in nb.cells if c.get("id") in ids]
-    total = minutes(cells, seen_before(name)) + output_minutes(cells)
+    total = minutes(cells) + output_minutes(cells)
     assert total <= BUDGETS[name], f"{name} 的主线估计要 {total:.1f} 分钟，预算 {BUDGETS[name]} 分钟"
 
 

@@ -216,3 +216,30 @@ def test_a_stand_in_at_dashscopes_two_paths_runs_both_loops(local):
     messages = [{"role": "user", "content": ASK}]
     assert messages_loop(messages, client=to_messages, model="fake-agent-1")
     assert messages[1]["content"][-1]["type"] == "tool_use" and messages[2]["content"][0]["type"] == "tool_result"
+
+
+def test_anatomy_reads_where_each_api_keeps_the_call_the_answer_and_the_thinking_state():
+    from harness_lib import anatomy
+
+    chat = [{"role": "user", "content": "q"},
+            {"role": "assistant", "reasoning_content": "想一想", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    responses = [{"role": "user", "content": "q"},
+                 {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "abcd"},
+                 {"type": "function_call", "call_id": "c2", "name": "bash", "arguments": "{}"},
+                 {"type": "function_call_output", "call_id": "c2", "output": "ok"}]
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "嗯", "signature": "sig"},
+                                                  {"type": "tool_use", "id": "c3", "name": "bash", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c3", "content": "ok"}]}]
+    assert anatomy(chat) == {"调用": "pos 1 · assistant 的 tool_calls 里：id、type、function",
+                             "回应": "pos 2 · tool：role、tool_call_id、content", "配对（调用 → 回应）": "id → tool_call_id",
+                             "参数的类型": "str", "思考状态": "pos 1 · assistant：reasoning_content（3 个字符）"}
+    assert anatomy(responses)["配对（调用 → 回应）"] == "call_id → call_id"
+    assert anatomy(responses)["思考状态"] == "pos 1 · reasoning：encrypted_content（4 个字符）"
+    assert anatomy(messages)["调用"] == "pos 1 · assistant 的 tool_use 块：type、id、name、input"
+    assert anatomy(messages)["参数的类型"] == "dict"
+    assert anatomy(messages)["配对（调用 → 回应）"] == "id → tool_use_id"
+    with pytest.raises(ValueError, match="找不到调用、回应、思考状态"):
+        anatomy([{"role": "user", "content": "q"}, {"role": "assistant", "content": "答"}])

@@ -1,13 +1,12 @@
 """阅读预算：笔记本要短，主线（00–06）能和原文对着读，选学的 07–11 也一样。
 
-主线是一本笔记本里 `## 练习` 和 `## 选读：…` 之前的部分。用时按一位细心的读者估计：
-说明文字每分钟 350 个字（300–450 的中间；读者看的是画出来的样子：Mermaid 图只算框里和箭头上的字，表格不算竖线和分隔行），新代码每分钟 537 个字符（不算空白，也不算主线里前面已经
-出现过的同一行，比如又一次 `client, MODEL = switch.current()`；边读边运行。按字符算，一行折成两行不改变用时；
-537 是原来“每分钟 11 行”按 00–10 主线新代码的平均行长 48.8 个字符换算的），
-输出每分钟 900 个字（打印的文字和文字表格），每张消息表 15 秒。输出要执行以后才有，
-所以含输出的那一项在 test_notebooks.py 里，和执行共用一次；这里只查不含输出的部分。
-每本（00–11）的主线不超过 30 分钟；每本还有含输出的预算（`BUDGETS`，写在 docs/teaching.md 里）；
-00–06 合起来（练习也算）不超过 350 格、35,000 个字的说明文字。
+主线是一本笔记本里 `## 练习` 和 `## 选读：…` 之前的部分。用时按一位细心的读者实际花的时间估计：
+说明文字每分钟 450 个字（读者看的是画出来的样子：Mermaid 图只算框里和箭头上的字，表格不算竖线和分隔行）；
+读者看到的每一行代码都算，每分钟 12 行（以前见过的同一行也算：它又占了一行，读者又要扫一眼）；
+每个代码格另加 9 秒（运行它、找到它打印了什么）；输出每分钟 1,500 个字（打印的文字和文字表格），每张消息表 15 秒。
+输出要执行以后才有，所以含输出的那一项在 test_notebooks.py 里，和执行共用一次；这里只查不含输出的部分。
+每本（00–11）的主线不超过 30 分钟；每本还有含输出的预算（`BUDGETS`，写在 docs/teaching.md 里；
+`scripts/reading_minutes.py` 打印每本的分钟数）；00–06 合起来（练习也算）不超过 350 格、35,000 个字的说明文字。
 同一件事只说一次：几句以前反复出现的话，整套笔记本里最多出现一次。
 """
 
@@ -21,9 +20,10 @@ from conftest import NOTEBOOKS, notebook_paths
 MAIN_LINE = ["00_setup", "01_model_only_proposes", "02_each_turn", "03_one_request", "04_failure_paths",
              "05_limits", "06_five_tools"]
 OPTIONAL = ["07_endpoint_faults", "08_streaming", "09_probe_and_replay", "10_approval", "11_two_more_apis"]
-CHARS_PER_MINUTE = 350
-CODE_CHARS_PER_MINUTE = 537  # 不算空白
-OUTPUT_CHARS_PER_MINUTE = 900
+CHARS_PER_MINUTE = 450
+LINES_PER_MINUTE = 12  # 每一行代码，见过的也算
+CELL_SECONDS = 9  # 每个代码格：运行它、找到它打印了什么
+OUTPUT_CHARS_PER_MINUTE = 1500
 TABLE_MINUTES = 0.25  # 一张消息表
 # 主线的预算（分钟，细心的读者，含输出）：原文对应部分的约 3 倍
 # 07–11 是选学，没有对应的原文篇幅：按“细心的读者 30 分钟”给，含输出也算进去
@@ -68,21 +68,12 @@ def code_lines(cells):
     return [line.strip() for c in cells if c["cell_type"] == "code" for line in _source(c).splitlines() if line.strip()]
 
 
-def seen_before(name):
-    """主线里排在 name 前面的那几本，主线代码里出现过的行。"""
-    order = MAIN_LINE + OPTIONAL
-    return {line for earlier in order[:order.index(name)] if earlier in MAIN_LINE
-            for line in code_lines(main_line(earlier))}
-
-
-def minutes(cells, seen=frozenset()):
-    """说明文字和新代码的用时（不含输出）。`seen`：读者已经读过的代码行，再出现时不算新代码。"""
+def minutes(cells):
+    """说明文字、每一行代码和每个代码格的用时（不含输出）。"""
     markdown = sum(len(prose(c)) for c in cells if c["cell_type"] == "markdown")
-    new, seen = 0, set(seen)
-    for line in code_lines(cells):
-        new += 0 if line in seen else len(re.sub(r"\s", "", line))
-        seen.add(line)
-    return markdown / CHARS_PER_MINUTE + new / CODE_CHARS_PER_MINUTE
+    code = [c for c in cells if c["cell_type"] == "code"]
+    return (markdown / CHARS_PER_MINUTE + len(code_lines(code)) / LINES_PER_MINUTE
+            + len(code) * CELL_SECONDS / 60)
 
 
 def output_minutes(cells):
@@ -110,7 +101,7 @@ def output_amounts(cells):
 def test_main_line_fits_the_reading_budget(name):
     cells = main_line(name)
     assert cells and len(cells) < len(_cells(name)), f"{name}：找不到 ## 练习"
-    assert minutes(cells, seen_before(name)) <= MAX_MINUTES, f"{name} 的主线估计要读 {minutes(cells, seen_before(name)):.0f} 分钟，超过 {MAX_MINUTES} 分钟"
+    assert minutes(cells) <= MAX_MINUTES, f"{name} 的主线估计要读 {minutes(cells):.0f} 分钟，超过 {MAX_MINUTES} 分钟"
 
 
 def test_the_main_line_series_is_short():
@@ -152,17 +143,13 @@ def test_a_diagram_counts_its_labels_not_its_syntax():
     assert prose(table) == "| 问题 教学版 |\n| 谁批准 `guard` |\n"
 
 
-def test_the_per_line_measure_charges_every_line_cell_output_and_table():
-    """scripts/reading_minutes.py 的「逐行」算法：每行代码都算（见过的也算）、每格另加 9 秒、输出和消息表照算。"""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("reading_minutes", NOTEBOOKS.parent / "scripts" / "reading_minutes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_the_measure_charges_every_line_cell_output_and_table():
+    """每行代码都算（见过的也算）、每格另加 9 秒、输出和消息表照算。"""
     code = {"cell_type": "code", "source": "a = 1\n\nb = 2\n", "outputs": [
         {"output_type": "stream", "text": "x" * 1500},
         {"output_type": "display_data", "data": {"text/html": '<div class="messages-view"></div>'}}]}
     text = {"cell_type": "markdown", "source": "字" * 450}
-    expected = 1 + 2 / 12 + 1 + 0.25 + 9 / 60
-    assert abs(module.per_line([text, code]) - expected) < 1e-9
-    assert abs(module.per_line([text, code, code]) - (expected + 2 / 12 + 1 + 0.25 + 9 / 60)) < 1e-9, "见过的行照样算"
+    one = 1 + 2 / 12 + 9 / 60
+    assert abs(minutes([text, code]) - one) < 1e-9
+    assert abs(minutes([text, code, code]) - (one + 2 / 12 + 9 / 60)) < 1e-9, "见过的行照样算"
+    assert abs(output_minutes([text, code]) - (1 + 0.25)) < 1e-9

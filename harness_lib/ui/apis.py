@@ -159,3 +159,40 @@ def other_apis(client, model: str) -> OtherApis:
              "发往": where if isinstance(messages, NoEndpoint) else f"{where}/v1/messages", "说明": why}]
     return OtherApis(Chat(responses, model, api=RESPONSES), Chat(messages, model, api=MESSAGES), rows)
 
+
+
+# 调用、回应、思考状态各认哪几个字段（三种接口的并集）
+_ANATOMY_KEYS = [("调用", ("arguments", "input")), ("回应", ("tool_call_id", "output", "tool_use_id")),
+                 ("思考状态", ("reasoning_content", "encrypted_content", "signature"))]
+
+
+def _parts(pos: int, entry: dict):
+    """一条记录里可能放着调用、回应或思考状态的地方：(在哪里, 那一块)。"""
+    content = entry.get("content")
+    yield f"pos {pos} · {entry.get('type') or entry['role']}", entry
+    for call in entry.get("tool_calls") or []:
+        yield f"pos {pos} · {entry['role']} 的 tool_calls 里", call
+    for block in content if isinstance(content, list) else []:
+        yield f"pos {pos} · {entry['role']} 的 {block['type']} 块", block
+
+
+def anatomy(log: list) -> dict:
+    """一份记录（Chat 的 messages、Responses 的输入条目或 Anthropic 的消息，都是 dict）里，第一个调用、第一个回应、
+    第一份思考状态各在哪里，配对靠哪两个字段，参数是什么类型（11 的并排表，每一格都从记录里读出来）。"""
+    found = {}
+    for pos, entry in enumerate(log):
+        for where, part in _parts(pos, entry):
+            for name, keys in _ANATOMY_KEYS:
+                if any(key in part.get("function", part) for key in keys):
+                    found.setdefault(name, (where, part))
+    missing = [name for name, _ in _ANATOMY_KEYS if name not in found]
+    if missing:
+        raise ValueError(f"记录里找不到{'、'.join(missing)}：这次运行没有走到调用工具那一步")
+    (call_at, call), (answer_at, answer), (state_at, state) = (found[name] for name, _ in _ANATOMY_KEYS)
+    args = call.get("function", call)
+    key = next(k for k in _ANATOMY_KEYS[2][1] if k in state)
+    return {"调用": f"{call_at}：{'、'.join(call)}", "回应": f"{answer_at}：{'、'.join(answer)}",
+            "配对（调用 → 回应）": next(f"{k} → {a}" for k in call for a in answer
+                                   if k != "type" and call[k] == answer[a]),
+            "参数的类型": type(args.get("arguments", args.get("input"))).__name__,
+            "思考状态": f"{state_at}：{key}（{len(state[key])} 个字符）"}
