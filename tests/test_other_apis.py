@@ -189,6 +189,12 @@ def test_run_loop_counts_calls_in_items_and_falls_back_to_the_right_fake(tmp_pat
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
     assert view.scripted_positions() == [1, 3]
     assert json.dumps(messages[1]["content"][0]["input"]) == '{"command": "ls *.py"}'
+    assert "messages 退回到这一格开始时的 1 条" in run.said[1]
+
+    items = [{"role": "user", "content": ASK}]
+    run = run_loop(responses_loop, items, client=other_apis(down, "m").responses.client, model="m", api=RESPONSES,
+                   quiet=True)
+    assert run.scripted and "输入条目（input）退回到这一格开始时的 1 条" in run.said[1], run.said
 
 
 def test_a_chat_for_another_api_keeps_the_scripted_items_for_the_table():

@@ -334,7 +334,8 @@ def run_loop(loop: Callable, messages: list, *, client, model, want=None, script
         replies = _replies_since(messages, start, api)
         stopped = f"模型回复了 {replies} 次之后，循环中途停了" if replies else "循环还没追加任何消息就停了"
         said.append(f"这次：{stopped}。{_explain(error, client, api)}")
-        said.append(f"messages 退回到这一格开始时的 {start} 条（去掉了这次追加的 {len(messages) - start} 条）。")
+        what = "输入条目（input）" if api.history == "input" else "messages "
+        said.append(f"{what}退回到这一格开始时的 {start} 条（去掉了这次追加的 {len(messages) - start} 条）。")
     live = Attempt("", list(messages), dict(outcomes), error)  # 退回之前，留下所选模型这一次
     del messages[start:]
     outcomes.clear()
