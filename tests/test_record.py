@@ -427,6 +427,34 @@ def test_a_recording_through_the_responses_bridge_replays_as_chat(stream, worksp
     assert again == recorded and replay.remaining == 0, "回放完全离线，记录和录制时一样"
 
 
+def test_a_failed_call_through_the_responses_bridge_is_recorded_as_chat_and_fails_again_on_replay(tmp_path):
+    """桥接的调用被拒（这里是一个没有回应的调用）：录像里记的仍是循环发的 Chat 请求和服务器的错误，回放时原样失败。"""
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import real_client
+
+    server = start_quirk_server("openai_tools_responses_only")
+    unanswered = [{"role": "user", "content": TASK}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+                  {"role": "user", "content": "接着说"}]
+    try:
+        recorder = Recorder(real_client(server.base_url, SENTINEL))
+        first = [{"role": "user", "content": TASK}]
+        recorder.chat.completions.create(model="gpt-6.1-sol", messages=first, tools=[BASH_TOOL])
+        with pytest.raises(openai.BadRequestError) as recorded:
+            recorder.chat.completions.create(model="gpt-6.1-sol", messages=unanswered, tools=[BASH_TOOL])
+        path = recorder.save(tmp_path / "sol.jsonl")
+    finally:
+        server.close()
+    calls = load_calls(path)
+    assert [c.get("bridged_by_client") for c in calls] == [True, True]
+    assert calls[1]["request"]["messages"] == unanswered and "error" in calls[1] and "responses" not in calls[1]
+    replay = ReplayClient(path)
+    replay.chat.completions.create(model="gpt-6.1-sol", messages=first, tools=[BASH_TOOL])
+    with pytest.raises(openai.BadRequestError) as again:
+        replay.chat.completions.create(model="gpt-6.1-sol", messages=unanswered, tools=[BASH_TOOL])
+    assert again.value.message == recorded.value.message and replay.remaining == 0
+
+
 def test_a_recorder_on_a_scripted_fake_keeps_its_script_and_trust():
     """离线的假模型：录制经过它自己的副本，脚本是同一份，副本和原来的一样可信。"""
     from harness_lib.safety.trust import trusted

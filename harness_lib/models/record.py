@@ -142,10 +142,14 @@ class Recorder:
             result = self.client.chat.completions.create(**kwargs)
         finally:
             self._one_line(start)
-        last = self.calls[-1] if len(self.calls) > start else None
-        if last is not None and last.pop("responses", False) and "error" not in last:
-            # 客户端在底下改走了 Responses API：录下这次 Chat 调用和它交回的 ChatCompletion（或流式块），回放时照 Chat 回
-            last.update(request=to_jsonable_python(kwargs), stream=bool(kwargs.get("stream")), bridged_by_client=True)
+            last = self.calls[-1] if len(self.calls) > start else None
+            bridged = last is not None and last.pop("responses", False)
+            if bridged:
+                # 客户端在底下改走了 Responses API：录下循环发的 Chat 调用（失败的也一样，回放时照样失败）
+                last.update(request=to_jsonable_python(kwargs), stream=bool(kwargs.get("stream")),
+                            bridged_by_client=True)
+        if bridged and "error" not in last:
+            # 和它交回的 ChatCompletion（或流式块），回放时照 Chat 回
             if kwargs.get("stream"):
                 chunks = list(result)
                 last.pop("response", None)
