@@ -70,3 +70,37 @@ def test_chat_requests_drop_the_responses_only_field():
     messages = [{"role": "assistant", "content": "好", REASONING_FIELD: [REASONING]}, {"role": "user", "content": "再来"}]
     assert without_reasoning_items(messages) == [{"role": "assistant", "content": "好"}, messages[1]]
     assert messages[0][REASONING_FIELD], "调用方的 messages 不被改动"
+
+
+def test_streamed_events_become_chunks_that_add_up_to_the_same_reply():
+    """Responses 的流式事件一个个转成 Chat 的块；SDK 自己的 ChatCompletionStreamState 把块拼回来，和整段转换一样
+    （思考条目除外：流式的助手消息不带它）。"""
+    import pytest
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    from openai.types.chat import ChatCompletionChunk
+
+    from harness_lib.models.bridge import StreamFailed, chat_chunks
+    from harness_lib.models.responses_api import stream_events
+
+    output = [REASONING, {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                          "content": [{"type": "output_text", "text": "先看看目录里的文件。", "annotations": []}]},
+              {"type": "function_call", "id": "fc_1", "call_id": "call_9", "name": "bash",
+               "arguments": "{\"command\": \"ls -la\"}", "status": "completed"}]
+    events = stream_events(_response(output))
+    chunks = list(chat_chunks(events, usage=True))
+    state = ChatCompletionStreamState()
+    for chunk in chunks:
+        state.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    whole = ChatCompletion.model_validate(chat_completion(_response(output)))
+    final = state.get_final_completion()
+    assert final.choices[0].message.content == whole.choices[0].message.content == "先看看目录里的文件。"
+    assert [(c.id, c.function.name, c.function.arguments) for c in final.choices[0].message.tool_calls] == \
+        [(c.id, c.function.name, c.function.arguments) for c in whole.choices[0].message.tool_calls]
+    assert final.choices[0].finish_reason == "tool_calls" and final.usage.total_tokens == 42
+    assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")) > 1, "文字分几块到"
+
+    cut = list(chat_chunks(events[:-1]))
+    assert cut and all(c["choices"][0]["finish_reason"] is None for c in cut), "没有结束事件就没有最后一块"
+    failing = events[:3] + [{"type": "error", "code": "server_error", "message": "The server had an error"}]
+    with pytest.raises(StreamFailed, match="The server had an error"):
+        list(chat_chunks(failing))

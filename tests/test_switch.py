@@ -1081,3 +1081,74 @@ def test_what_works_is_looked_up_once_not_at_every_step(capsys):
     assert all(s.startswith("同上：模型 gpt-6.1-sol") and "没有发出去" in s for s in said[1:3])
     assert len(listings) == 2, listings
     capsys.readouterr()
+
+
+def _gated_responses_server(events, gate, sent_all):
+    """只会流式回 /v1/responses 的 HTTP 服务：先发到第一个参数片段为止，等 `gate`，再发剩下的。"""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            cut = next(i for i, e in enumerate(events) if e["type"] == "response.function_call_arguments.delta") + 1
+            for n, event in enumerate(events):
+                if n == cut:
+                    gate.wait(5)
+                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            sent_all.set()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("ending", ["completed", "error"])
+def test_a_bridged_stream_hands_over_each_chunk_as_its_event_arrives(ending):
+    """改走 Responses 的流式调用不是收齐再切：服务器还没发完，循环已经拿到调用的开头；流里的错误事件变成
+    openai.APIError，带着服务器的原话。"""
+    import threading
+
+    from harness_lib.models.responses_api import stream_events
+
+    call = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash",
+            "arguments": json.dumps({"command": "ls -la *.py"}), "status": "completed"}
+    response = {"id": "resp_1", "object": "response", "created_at": 1767225600, "model": "gated-1",
+                "status": "completed", "output": [call], "incomplete_details": None,
+                "usage": {"input_tokens": 9, "output_tokens": 5, "total_tokens": 14}}
+    events = stream_events(response)
+    if ending == "error":
+        events = events[:-2] + [{"type": "error", "code": "server_error", "message": "upstream went away",
+                                 "param": None, "sequence_number": 99}]
+    gate, sent_all = threading.Event(), threading.Event()
+    server = _gated_responses_server(events, gate, sent_all)
+    try:
+        client = PresetClient(api_key="k", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                              responses_prefixes=("gated-",), max_retries=0)
+        stream = client.chat.completions.create(model="gated-1", messages=[{"role": "user", "content": "列出文件"}],
+                                                tools=TOOLS, max_tokens=64, stream=True)
+        chunks = iter(stream)
+        first = [next(chunks) for _ in range(3)]  # 角色、调用的开头、第一个参数片段
+        assert not sent_all.is_set(), "服务器还没发完，块已经到了"
+        assert first[1].choices[0].delta.tool_calls[0].id == "call_1"
+        gate.set()
+        if ending == "error":
+            with pytest.raises(openai.APIError, match="upstream went away"):
+                list(chunks)
+            return
+        rest = list(chunks)
+    finally:
+        gate.set()
+        server.shutdown()
+    arguments = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
+                        for c in first + rest if c.choices and c.choices[0].delta.tool_calls)
+    assert json.loads(arguments) == {"command": "ls -la *.py"}
+    assert rest[-1].choices[0].finish_reason == "tool_calls"

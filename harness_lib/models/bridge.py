@@ -2,7 +2,8 @@
 把请求改写成 Responses 的样子发出去，再把回答拼回 `ChatCompletion` 的样子交给循环（`ui.clients.PresetClient`）。
 
 - `responses_request(chat_body)`：Chat Completions 的请求体 → Responses 的请求体（不存在服务器上，`store=False`）；
-- `chat_completion(response)`：Responses 的回答（字典）→ `chat.completion` 的字典。
+- `chat_completion(response)`：Responses 的回答（字典）→ `chat.completion` 的字典；
+- `chat_chunks(events)`：Responses 的流式事件（字典）→ `chat.completion.chunk` 的字典，一个事件到了就交出对应的块。
 
 对应关系（笔记本 11 逐条演示）：`tool_calls` 里的一项 ↔ 一个 `function_call` 条目（`id` ↔ `call_id`）；
 `role: "tool"` 的消息 ↔ `function_call_output` 条目；`max_tokens` ↔ `max_output_tokens`；
@@ -12,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from .messages import as_dict, text_of
 
@@ -103,6 +104,54 @@ def chat_completion(response: dict) -> dict:
         completion["usage"] = {"prompt_tokens": prompt, "completion_tokens": done,
                                "total_tokens": usage.get("total_tokens") or prompt + done}
     return completion
+
+
+class StreamFailed(Exception):
+    """Responses 的流里来了 `error` 或 `response.failed` 事件：`message` 是服务器的原话，`body` 是错误体。"""
+
+    def __init__(self, message: str, body: Any):
+        super().__init__(message)
+        self.message, self.body = message, body
+
+
+def chat_chunks(events: Iterable[dict], *, usage: bool = False) -> Iterator[dict]:
+    """Responses 的流式事件 → Chat Completions 的流式块，边收边交：文字片段变成 `content` 的片段；一个
+    `function_call` 条目先来一块带 id、类型和函数名，参数片段接着来；`response.completed`（或 `incomplete`）给出
+    带 `finish_reason` 的最后一块，`usage=True` 时再加一块用量。流里断了、没有结束事件，就没有最后一块
+    （循环按“没有 finish_reason 的断流”处理）。思考条目不放进流式块：流式的助手消息不带它们回去，
+    `store=False` 时服务器照样接着答，只是少了上一轮的思考。"""
+    head: dict = {}
+    tool_index: dict[int, int] = {}  # 输出条目的位置 → tool_calls 里的序号
+
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    for event in events:
+        kind = event.get("type")
+        if kind == "response.created":
+            started = event.get("response") or {}
+            head = {"id": started.get("id"), "object": "chat.completion.chunk",
+                    "created": int(started.get("created_at") or 0), "model": started.get("model")}
+            yield chunk({"role": "assistant", "content": "", "refusal": None})
+        elif kind == "response.output_text.delta":
+            yield chunk({"content": event.get("delta") or ""})
+        elif kind == "response.output_item.added" and (event.get("item") or {}).get("type") == "function_call":
+            item = event["item"]
+            tool_index[event.get("output_index")] = n = len(tool_index)
+            yield chunk({"tool_calls": [{"index": n, "id": item.get("call_id"), "type": "function",
+                                         "function": {"name": item.get("name"), "arguments": ""}}]})
+        elif kind == "response.function_call_arguments.delta" and event.get("output_index") in tool_index:
+            yield chunk({"tool_calls": [{"index": tool_index[event["output_index"]],
+                                         "function": {"arguments": event.get("delta") or ""}}]})
+        elif kind in ("response.completed", "response.incomplete"):
+            final = chat_completion(event.get("response") or {})
+            yield chunk({}, final["choices"][0]["finish_reason"])
+            if usage and final.get("usage"):
+                yield {**head, "choices": [], "usage": final["usage"]}
+            return
+        elif kind in ("error", "response.failed"):
+            error = event if kind == "error" else (event.get("response") or {}).get("error") or {}
+            raise StreamFailed(error.get("message") or "Responses 的流里来了一个错误事件", error)
 
 
 def without_reasoning_items(messages: Any) -> Any:

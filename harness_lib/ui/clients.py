@@ -17,9 +17,9 @@ import openai
 import pandas as pd
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseStreamEvent
 
-from ..models.bridge import chat_completion, responses_request, without_reasoning_items
+from ..models.bridge import StreamFailed, chat_chunks, chat_completion, responses_request, without_reasoning_items
 from ..models.call import ATTEMPT_DEADLINE, RETRY_POLICY
 from ..models.errors import EndpointError, SwitchConfigError, explain_error, offers_none, server_words
 from ..models.fake import DEFAULT_MODEL as FAKE_MODEL
@@ -28,7 +28,6 @@ from ..models.calls import RecordsCalls, record
 from ..models.net import DeadlineHttpClient, is_loopback
 from ..models.quirks import AS_OF, QUIRKS, STATUS_COLUMN
 from ..models.server import ensure_local_server
-from ..models.wire import stream_chunks
 from ..safety.secrets import NO_KEY
 from .memory import Memory
 
@@ -326,19 +325,23 @@ class PresetClient(RecordsCalls, openai.OpenAI):
 
     def _bridged(self, options, body: dict, stream: bool):
         """服务器指向 /v1/responses 的模型：这次请求改写成 Responses 的样子发出去（`models.bridge`），回答拼回一个
-        ChatCompletion（思考条目挂在助手消息上，下一次原样带回）。调用方要流式的，收齐以后切成流式块交回：
-        和 `_streamed` 正好反过来。"""
-        bridged = options.model_copy(update={"url": "/responses", "json_data": responses_request(body),
-                                             "extra_json": None})
+        ChatCompletion（思考条目挂在助手消息上，下一次原样带回）。调用方要流式的，就流式地发，Responses 的事件
+        到一个转一个，成了 Chat 的流式块（`chat_chunks`）：和直接调 Chat Completions 一样边到边看，
+        沉默的上限也按块算。"""
+        request = responses_request(body)
+        if stream:
+            streamed = options.model_copy(update={"url": "/responses", "json_data": {**request, "stream": True},
+                                                  "extra_json": None})
+            events = super().request(ResponseStreamEvent, streamed, stream=True,
+                                     stream_cls=openai.Stream[ResponseStreamEvent])
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return _BridgedStream(events, usage)
+        bridged = options.model_copy(update={"url": "/responses", "json_data": request, "extra_json": None})
         started = time.monotonic()
         response = super().request(Response, bridged)
-        completion = chat_completion(response.model_dump(mode="json"))
-        reply = ChatCompletion.model_validate(completion)
+        reply = ChatCompletion.model_validate(chat_completion(response.model_dump(mode="json")))
         record(reply, time.monotonic() - started)
-        if not stream:
-            return reply
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return _Chunks([ChatCompletionChunk.model_validate(c) for c in stream_chunks(completion, usage=usage)])
+        return reply
 
     def no_chat_tools(self, model: str, said: str, original=None, *, sent: bool = True) -> EndpointError:
         """“这个模型在这里的 Chat Completions 里带不了工具”的错误：服务器的原话，和能用什么。
@@ -439,20 +442,25 @@ class PresetClient(RecordsCalls, openai.OpenAI):
             return result
 
 
-class _Chunks:
-    """拼好的回复切成的流式块，用起来像 SDK 的流：可以迭代，可以 `close()`，可以放进 `with`。"""
+class _BridgedStream:
+    """Responses 的事件流，用起来像 Chat 的 SDK 流：迭代得到 `ChatCompletionChunk`，可以 `close()`，可以放进 `with`。
+    流里的错误事件变成 `openai.APIError`（服务器的原话和错误体），和 SDK 在 Chat 的流里遇到错误时一样。"""
 
-    def __init__(self, chunks: list):
-        self._chunks = iter(chunks)
+    def __init__(self, events, usage: bool):
+        self._events = events
+        self._chunks = chat_chunks((e.model_dump(mode="json") for e in events), usage=usage)
 
     def __iter__(self):
-        return self._chunks
+        return self
 
     def __next__(self):
-        return next(self._chunks)
+        try:
+            return ChatCompletionChunk.model_validate(next(self._chunks))
+        except StreamFailed as exc:
+            raise openai.APIError(exc.message, self._events.response.request, body=exc.body) from None
 
     def close(self) -> None:
-        self._chunks = iter(())
+        self._events.close()
 
     def __enter__(self):
         return self
