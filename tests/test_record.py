@@ -427,6 +427,31 @@ def test_a_recording_through_the_responses_bridge_replays_as_chat(stream, worksp
     assert again == recorded and replay.remaining == 0, "回放完全离线，记录和录制时一样"
 
 
+def test_a_streamed_recording_after_the_client_learned_the_bridge_keeps_chat_chunks(workspace, tmp_path):
+    """客户端先学会了改走 /v1/responses（09 里探针先跑），再录一次流式的循环：录像里是 Chat 的块，不是 Responses
+    的事件，回放读到 finish_reason。"""
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.ui.clients import real_client
+    from harness_lib.ui.probe import probe
+
+    server = start_quirk_server("openai_tools_responses_only")
+    try:
+        client = real_client(server.base_url, SENTINEL)
+        probe(client, "gpt-6.1-sol")  # 和 09 一样先跑探针：客户端学会改走 Responses
+        recorder = Recorder(client)
+        recorded = [{"role": "user", "content": TASK}]
+        answer = agent_loop_stream(recorded, client=recorder, model="gpt-6.1-sol")
+        path = recorder.save(tmp_path / "sol-stream.jsonl")
+    finally:
+        server.close()
+    calls = load_calls(path)
+    assert len(calls) == 2 and all(c["stream"] and c.get("bridged_by_client") for c in calls)
+    assert {chunk["object"] for c in calls for chunk in c["chunks"]} == {"chat.completion.chunk"}
+    replay = ReplayClient(path)
+    again = [{"role": "user", "content": TASK}]
+    assert agent_loop_stream(again, client=replay, model=replay.model) == answer and again == recorded
+
+
 def test_a_failed_call_through_the_responses_bridge_is_recorded_as_chat_and_fails_again_on_replay(tmp_path):
     """桥接的调用被拒（这里是一个没有回应的调用）：录像里记的仍是循环发的 Chat 请求和服务器的错误，回放时原样失败。"""
     from harness_lib.models.quirks import start_quirk_server

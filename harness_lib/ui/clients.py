@@ -456,7 +456,11 @@ class _BridgedStream:
     def __next__(self):
         try:
             return ChatCompletionChunk.model_validate(next(self._chunks))
+        except StopIteration:
+            self.close()  # 结束事件已到：关掉 HTTP 流（录音线路这时写下录像），不等垃圾回收
+            raise
         except StreamFailed as exc:
+            self.close()
             raise openai.APIError(exc.message, self._events.response.request, body=exc.body) from None
 
     def close(self) -> None:
