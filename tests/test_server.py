@@ -197,7 +197,7 @@ def test_unknown_path_and_invalid_json(server):
 
 def test_models_list(client):
     models = client.models.list()
-    assert [m.id for m in models.data] == [MODEL]
+    assert [m.id for m in models.data] == [MODEL, "fake-talk-only", "fake-other-commands"]
     assert models.data[0].owned_by == "harness_lib"
     assert client.models.retrieve(MODEL).id == MODEL
 
@@ -281,3 +281,24 @@ def test_command_line_help_is_chinese():
                           capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert done.returncode == 0
     assert "端口" in done.stdout.decode("utf-8")
+
+
+def test_the_local_endpoint_lists_the_fake_models_the_readme_names():
+    """本地端点的 /models 列出所选的假模型，再是 fake-talk-only、fake-other-commands：切换器里填它们，测试连接不说“拼错了”。"""
+    import openai
+
+    from harness_lib.models.quirks import start_quirk_server
+    from harness_lib.models.server import start_server
+
+    server = start_server()
+    try:
+        listed = [m.id for m in openai.OpenAI(base_url=server.base_url, api_key="x").models.list()]
+    finally:
+        server.close()
+    assert listed == ["fake-agent-1", "fake-talk-only", "fake-other-commands"]
+    stand_in = start_quirk_server("openai_tools_responses_only")
+    try:
+        listed = [m.id for m in openai.OpenAI(base_url=stand_in.base_url, api_key="x").models.list()]
+    finally:
+        stand_in.close()
+    assert listed[:2] == ["gpt-6.1-sol", "gpt-6-astra"] and "fake-agent-1" in listed, "替身也列出它代表的模型"

@@ -213,13 +213,14 @@ def test_unknown_model_reports_404_and_suggests_listed_models(server):
 
 def test_connection_says_the_model_is_listed(server):
     text = connect_with_right_key(server, model="fake-agent-1")
-    assert text.startswith("✓") and "模型 fake-agent-1 在服务商列出的 1 个模型里" in text
+    assert text.startswith("✓") and "模型 fake-agent-1 在服务商列出的 3 个模型里" in text
+    assert "模型 fake-talk-only 在服务商列出的 3 个模型里" in connect_with_right_key(server, model="fake-talk-only")
 
 
 def test_connection_notes_a_working_name_that_is_not_listed(server):
-    """本地端点接受任何 fake 开头的名字，/v1/models 却只列 fake-agent-1：请求成功，说明里讲清楚。"""
-    text = connect_with_right_key(server, model="fake-talk-only")
-    assert text.startswith("✓") and "没有 fake-talk-only" in text and "列表以外的名字" in text
+    """本地端点接受任何 fake 开头的名字，/v1/models 却只列三个：请求成功，说明里讲清楚。"""
+    text = connect_with_right_key(server, model="fake-renamed")
+    assert text.startswith("✓") and "没有 fake-renamed" in text and "列表以外的名字" in text
 
 
 def _no_models_handler(request):

@@ -22,13 +22,17 @@ from .calls import FAKE_ID_PREFIX
 from .checks import bad, check_request, is_given, wrong_type
 from .messages import as_dict, text_of, token_count
 # scripted_call、api_error 在这里没有用到：写脚本的人常从这里一起导入
-from .script import default_reply, scripted_call, text_reply, tool_reply
+from .script import OTHER_COMMANDS, TALK_ONLY, default_reply, scripted_call, text_reply, tool_reply
 from .messages_api import MessagesAPI
 from .responses_api import ResponsesAPI
 from .wire import (OPENAI_WORDS, OfflineClient, OfflineHTTP, Rejected, api_error, cut_stream, error_body,
                    json_response, openai_error, route, sse_response, stream_chunks)
 
 DEFAULT_MODEL = "fake-agent-1"
+
+
+def _model_info(name: str) -> dict:
+    return {"id": name, "object": "model", "created": CREATED, "owned_by": "harness_lib"}
 CREATED = 1767225600  # 固定的创建时间（2026-01-01 00:00:00 UTC），让输出每次都一样
 
 
@@ -199,8 +203,11 @@ class FakeHandler:
             wanted = path[len("/models/"):] or name
             if wanted != name and not (self.check_model and wanted.startswith("fake")):
                 return reject(404, api.words["unknown_model"].format(name=wanted), code="model_not_found")
-            info = {"id": wanted, "object": "model", "created": CREATED, "owned_by": "harness_lib"}
-            return json_response(200, info if path != "/models" else {"object": "list", "data": [info]})
+            if path != "/models":
+                return json_response(200, _model_info(wanted))
+            # 列表：所选的名字在前，再是本项目另外两个会走别的路的假模型（README 里写着，切换器里可以填）
+            names = [name, *(m for m in (TALK_ONLY, OTHER_COMMANDS) if m != name)] if self.check_model else [name]
+            return json_response(200, {"object": "list", "data": [_model_info(m) for m in names]})
         if request.method != "POST" or path not in self.apis:
             return reject(404, f"Invalid URL ({request.method} {request.url.path})")
         try:

@@ -36,6 +36,7 @@ class Quirk(NamedTuple):
     fixed_in: str = ""
     why_keep: str = ""
     refs: tuple = ()
+    models: tuple = ()  # 替身代表的模型名：本机的替身在 /models 里也列出它们，像那家服务商一样
 
 
 _GH = "https://github.com/"
@@ -145,7 +146,7 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           _GH + "blakeblackshear/frigate/discussions/24555",
           versions="gpt-6-astra（2026-09）；gpt-6.1-sol（2026-09-29 发布，2026-10 起的报告）",
           refs=(_GH + "BerriAI/litellm-docs/pull/1173", _GH + "genkit-ai/genkit/pull/6303",
-                _GH + "sandialabs/atlas-ui-3/issues/756")),
+                _GH + "sandialabs/atlas-ui-3/issues/756"), models=("gpt-6.1-sol", "gpt-6-astra")),
     Quirk("moonshot_thinking", "月之暗面（Kimi K2.6）",
           "思考模式默认开着：回复带 reasoning_content；带工具调用的那轮助手消息以后要原样带着它，否则 400 “thinking is "
           "enabled but reasoning_content is missing in assistant tool call message at index N”。"
@@ -165,7 +166,8 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
                    "2026-06-30），两者并用的原话出自 kimi-k2.6（nanobot#3939，2026-05-20）；K3 回的是不是同一句，未在线上核实。"
                    "2026-09-04/06 对着线上接口核对：kimi-k2.6、kimi-k3 的历史消息缺了 reasoning_content 不再被拒（Datus-agent#1400）",
           refs=(_GH + "can1357/oh-my-pi/issues/3852", _GH + "HKUDS/nanobot/issues/3939",
-                _GH + "NousResearch/hermes-agent/pull/55488", _GH + "Datus-ai/Datus-agent/pull/1400")),
+                _GH + "NousResearch/hermes-agent/pull/55488", _GH + "Datus-ai/Datus-agent/pull/1400"),
+          models=("kimi-k3",)),
     Quirk("siliconflow_params", "硅基流动 SiliconFlow",
           "错误体不包在 error 里：{\"code\": 20015, \"message\": …, \"data\": null}。不支持思考的模型收到 enable_thinking "
           "回 400 “current model does not support parameter `enable_thinking`”；tool_choice=\"required\" 回 400 "
@@ -386,11 +388,23 @@ class QuirkHandler:
         self.responder = self.inner.responder  # 副本的 fake_model 据此找到原来的假模型
         self.requests: list[dict] = []
 
+    def _models(self, request: httpx2.Request) -> httpx2.Response:
+        """模型列表：假模型的，加上这个替身代表的模型名（`Quirk.models`），排在前面。"""
+        answer = self.inner(request)
+        if answer.status_code != 200:
+            return answer
+        listed = json.loads(answer.read())
+        known = {m["id"] for m in listed["data"]}
+        extra = [{**listed["data"][0], "id": name} for name in QUIRKS[self.quirk].models if name not in known]
+        return json_response(200, {**listed, "data": extra + listed["data"]})
+
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         try:
             body = json.loads(request.content) if request.method == "POST" else None
         except ValueError:
             body = None
+        if request.method == "GET" and route(request) == "/models" and self.quirk in QUIRKS:
+            return self._models(request)
         if not isinstance(body, dict) or route(request) != "/chat/completions":
             return self.inner(request)
         self.requests.append(body)
