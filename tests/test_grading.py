@@ -265,3 +265,75 @@ def test_a_subclass_of_a_forbidden_class_is_caught():
     with pytest.raises(AssertionError, match="父类 Workspace"):
         assert_own_work(namespace["resolve_inside"], Workspace)
     assert_own_work(namespace["own"], Workspace)
+
+
+def test_a_forbidden_definition_covers_its_modules_private_names():
+    """禁止 `accumulate`，它背后的 `_Message` 也禁止：一行 import 不能绕过去。学生自己的 `_Message` 不算。"""
+    from harness_lib.models import streaming
+
+    namespace = {}
+    exec("from harness_lib.models.streaming import _Message as M\n\n"
+         "def rebuild(chunks):\n    return M().as_dict()\n\n"
+         "def by_module(chunks):\n    import harness_lib.models.streaming as s\n    return s._Message().as_dict()\n",
+         namespace)
+    mine = {}
+    exec("class _Message:\n    def __init__(self):\n        self.fields = {}\n\n"
+         "def rebuild(chunks):\n    return {'role': 'assistant', **_Message().fields}\n", mine)
+    for fn in (namespace["rebuild"], namespace["by_module"]):
+        with pytest.raises(AssertionError, match="_Message"):
+            assert_own_work(fn, streaming.accumulate)
+    assert_own_work(mine["rebuild"], streaming.accumulate, streaming.stream_turn)
+    assert_own_work(namespace["rebuild"], runner.run_bash)  # 别的模块的私有名字不管
+
+
+def _count_lines_answers():
+    namespace = {"string_arg": string_arg, "ToolFailed": harness_lib.ToolFailed}
+    exec('''
+def through_registry(registry, workspace):
+    @registry.register("count_lines", "数行数", {"type": "object"})
+    def count_lines(args):
+        return str(len(registry.handlers["read_file"](args).splitlines()))
+    return count_lines
+
+
+def looked_up_early(registry, workspace):
+    read = registry.handlers.get("read_file")
+
+    def count_lines(args):
+        return str(len(read(args).splitlines()))
+    registry.register("count_lines", "数行数", {"type": "object"})(count_lines)
+    return count_lines
+
+
+def own_handlers(registry, workspace):
+    handlers = {"count": lambda text: str(len(text.splitlines()))}
+
+    @registry.register("count_lines", "数行数", {"type": "object"})
+    def count_lines(args):
+        if "count_lines" not in registry.handlers:
+            raise ToolFailed("没有登记")
+        target = workspace.resolve(string_arg(args, "path"))
+        return handlers["count"](target.read_text(encoding="utf-8"))
+    return count_lines
+''', namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("name", ["through_registry", "looked_up_early"])
+def test_a_library_handler_looked_up_at_run_time_is_caught(name):
+    """`make_file_tools` 被禁止：它登记的 `read_file` 处理函数也不能在运行时从注册表里取出来用。"""
+    fn = _count_lines_answers()[name]
+    root = runner.demo_workspace()
+    handler = fn(lesson_tools.make_file_tools(root), Workspace(root))
+    assert handler({"path": "app.py"}) == "3"
+    with pytest.raises(AssertionError, match="make_file_tools 造出来的 read_file"):
+        assert_own_work(fn, lesson_tools.make_file_tools)
+
+
+def test_own_handlers_and_the_registry_itself_are_allowed():
+    """自己的 `handlers` 字典、查自己登记的名字：都不算把活交出去。"""
+    fn = _count_lines_answers()["own_handlers"]
+    root = runner.demo_workspace()
+    handler = fn(lesson_tools.make_file_tools(root), Workspace(root))
+    assert handler({"path": "app.py"}) == "3"
+    assert_own_work(fn, lesson_tools.make_file_tools, harness_lib.make_file_tools)

@@ -1,4 +1,4 @@
-"""消息表（harness_lib.ui.view）：数据表的列与取值、HTML 里的配对与警告、原地刷新。"""
+"""消息表（harness_lib.ui.view）：数据表的列与取值（表就是从它画的）、HTML 里的配对与警告、原地刷新。"""
 
 import json
 import re
@@ -13,10 +13,13 @@ from harness_lib.ui.view import (
     _WARN,
     COLUMNS,
     FULL_TEXT_CAP,
+    SHOWN_CHARS,
+    TABLE_COLUMNS,
     MessagesView,
     messages_frame,
     messages_html,
     show_messages,
+    table_frame,
 )
 
 
@@ -62,21 +65,35 @@ def shell():
 
 def test_frame_columns_and_values_for_dicts():
     df = messages_frame(one_turn())
-    assert COLUMNS == ["pos", "role", "content", "tool_calls", "tool_call_id"]
-    assert df.index.name == "pos" and list(df.columns) == COLUMNS[1:]
+    assert df.index.name == "pos" and list(df.reset_index().columns) == list(TABLE_COLUMNS)
     assert df.index.tolist() == [0, 1, 2, 3, 4]
-    assert list(df.reset_index().columns) == COLUMNS
     assert df["role"].tolist() == ["system", "user", "assistant", "tool", "assistant"]
-    assert df.loc[2, "content"] == ""  # None 显示为空
-    assert df.loc[2, "tool_calls"] == 'bash({"command": "ls *.py"}) [call_001]'
-    assert df.loc[3, "content"] == "a.py⏎b.py⏎"  # 换行显示为 ⏎
-    assert df.loc[3, "tool_call_id"] == "call_001"
-    assert df.loc[1, "tool_call_id"] == ""
+    assert df.loc[2, "content"] == ""  # None 是空文字
+    assert df.loc[2, "calls"] == ["call_001"] and df.loc[2, "tools"] == ["bash"]
+    assert df.loc[2, "arguments"] == ['{"command": "ls *.py"}'] and df.loc[2, "answered_by"] == [3]
+    assert df.loc[3, "content"] == "a.py\nb.py\n"  # 数据里是全文
+    assert df.loc[3, "answers"] == ["call_001"] and df.loc[3, "answers_pos"] == 2
+    assert df.loc[1, "answers"] == [] and df.loc[1, "calls"] == []
+    # 表头还是五列：表是从这张 DataFrame 画出来的
+    assert COLUMNS == ["pos", "role", "content", "tool_calls", "tool_call_id"]
+    html = messages_html(one_turn())
+    assert all(f">{h}</th>" in html for h in COLUMNS)
 
 
-def test_frame_preview_is_truncated():
+def test_messages_frame_is_the_frame_the_table_draws():
+    import pandas as pd
+
+    messages = one_turn()
+    pd.testing.assert_frame_equal(messages_frame(messages), table_frame(messages))
+    pd.testing.assert_frame_equal(messages_frame(messages), MessagesView(messages).frame)
+
+
+def test_frame_display_is_capped_but_the_data_is_whole():
     df = messages_frame([{"role": "tool", "tool_call_id": "x", "content": "字" * 500}])
-    assert df.loc[0, "content"] == "字" * 60 + "…"
+    assert df.loc[0, "content"] == "字" * 500
+    shown = df._repr_html_()
+    assert "字" * (SHOWN_CHARS - 10) in shown and "字" * (SHOWN_CHARS + 1) not in shown
+    assert "字" * (SHOWN_CHARS + 1) not in repr(df)
 
 
 def test_frame_shows_whole_cells_without_touching_global_options():
@@ -85,8 +102,9 @@ def test_frame_shows_whole_cells_without_touching_global_options():
     calls = [call(f"call_{i:03d}", "ls -1 *.py") for i in (1, 2)]
     frame = messages_frame([{"role": "assistant", "content": None, "tool_calls": calls}])
     assert isinstance(frame, pd.DataFrame)
-    cell = frame.loc[0, "tool_calls"]
-    assert len(cell) > 50 and "[call_002]" in cell
+    assert frame.loc[0, "calls"] == ["call_001", "call_002"]
+    cell = "[" + ", ".join(frame.loc[0, "arguments"]) + "]"  # pandas 这样显示一格里的列表
+    assert len(cell) > 50 and cell in repr(frame)
     # 两个调用只差在最后的 id：显示出来必须看得到
     assert "call_002" in frame._repr_html_() and "call_002" in repr(frame)
     assert pd.get_option("display.max_colwidth") == 50, "不应改动全局的 pandas 选项"
@@ -105,9 +123,8 @@ def test_frame_accepts_sdk_objects():
     df = messages_frame(msgs)
     assert df.loc[1, "role"] == "assistant"
     assert df.loc[1, "content"] == ""
-    assert df.loc[1, "tool_calls"] == (
-        'bash({"command": "pwd"}) [call_a]\nbash({"command": "ls"}) [call_b]'
-    )
+    assert df.loc[1, "calls"] == ["call_a", "call_b"] and df.loc[1, "answered_by"] == [2, 3]
+    assert df.loc[1, "arguments"] == ['{"command": "pwd"}', '{"command": "ls"}']
     html = messages_html(msgs)
     assert "⚠" not in html  # 两个调用都有回应
 
@@ -209,7 +226,7 @@ def test_full_text_is_capped():
 
 def test_empty_list():
     assert "还没有消息" in messages_html([])
-    assert messages_frame([]).shape == (0, 4)
+    assert messages_frame([]).shape == (0, len(TABLE_COLUMNS) - 1)
     assert "还没有消息" in repr(MessagesView([]))
 
 
@@ -224,7 +241,7 @@ def test_1000_messages_render():
     html = view._repr_html_()
     assert len(rows_of(html)) == 1000
     assert "共 1000 条消息" in html and "⚠" not in html
-    assert messages_frame(msgs).shape == (1000, 4)
+    assert messages_frame(msgs).shape == (1000, len(TABLE_COLUMNS) - 1)
     assert "共 1000 条消息" in repr(view)
 
 

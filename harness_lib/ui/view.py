@@ -1,7 +1,9 @@
-"""消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新；`messages_frame` 是数据表。
+"""消息表：`show_messages(messages)` 显示一张活的表，之后每轮 `view.update()` 原地刷新。
+表先是一个 pandas 的 DataFrame（`table_frame`，`view.frame` 取得到，`messages_frame(messages)` 是同一张），
+再从这张 DataFrame 画出 HTML 和纯文本：学习者查询的就是画出来的那些数据。
 另外两种线路格式用同一张表：`show_items(items, api="responses")` 画 Responses API 的输入条目，
 `show_items(messages, api="messages")` 画 Anthropic Messages API 的消息。三种格式先各自变成同样的“行”（`_Row`：
-第二列的字、内容、提出的调用、回应的调用），配对、小标签、折叠和警告都是同一份代码。
+第二列的字、内容、提出的调用、回应的调用），再变成 DataFrame 的一行；配对、小标签、折叠和警告都是同一份代码。
 
 表格按角色上色；同一个 `tool_call_id` 在助手行和工具行用同色的小标签，注明“由 pos 几回应”“回应 pos 几”（pos 就是表的第一列），没有回应的
 调用标成“等回应”（一轮中间本来就这样），找不到调用的工具消息标红；长内容点开看全文。只用行内样式、不用脚本；样式被去掉时文字提示也还在。
@@ -26,7 +28,7 @@ from ..models.calls import calls_since, last_call_seq
 from ..models.messages import as_dict, calls_of, text_of
 from ..text import shorten
 
-COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]
+COLUMNS = ["pos", "role", "content", "tool_calls", "tool_call_id"]  # Chat 的表头
 SCRIPTED = "【脚本示范】"  # 和 step.SCRIPTED 同一个记号：替所选模型作答的假模型
 # pandas 的表（汇总表、自查表）在 JupyterLab 里的样子：表头和内容靠左，按内容分宽度（JupyterLab 默认靠右、
 # table-layout: fixed，列一多“请求数”就一字一行）。切换器把它放在自己的输出里，网站用 site.css 里同样的规则。
@@ -35,6 +37,7 @@ DATAFRAME_STYLE = ("<style>.jp-RenderedHTMLCommon table.dataframe{table-layout:a
                    "{text-align:left;vertical-align:top}"
                    ".jp-RenderedHTMLCommon table.dataframe thead th{white-space:nowrap}</style>")
 PREVIEW_CHARS = 60
+SHOWN_CHARS = 120  # 显示 DataFrame 时每格最多这么多字符
 FULL_TEXT_CAP = 20_000  # 每个单元格最多嵌入这么多字符的全文
 SCROLL_CUE_ROWS = 6  # 超过这么多行，表框底边贴一行“上下滚动”的提示（表框最高 420 像素）
 TOTAL_FULL_TEXT = 400_000  # 整张表最多嵌入这么多（先给最新的消息），超出后只给预览
@@ -66,31 +69,20 @@ def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 class MessagesFrame(pd.DataFrame):
-    """`messages_frame` 的结果：显示时不把单元格截到 50 个字符（两个调用常常只差在最后的 id）。"""
+    """`table_frame` 的结果：显示时每格最多 `SHOWN_CHARS` 个字符（pandas 默认 50，两个调用常常只差在最后的 id；
+    全文在数据里，显示时不整段铺开）。只在显示时设这个选项，不改全局的 pandas 选项。"""
 
     @property
     def _constructor(self):
         return MessagesFrame
 
     def _repr_html_(self):
-        with pd.option_context("display.max_colwidth", None):
+        with pd.option_context("display.max_colwidth", SHOWN_CHARS):
             return super()._repr_html_()
 
     def __repr__(self) -> str:
-        with pd.option_context("display.max_colwidth", None, "display.max_columns", None, "display.width", 0):
+        with pd.option_context("display.max_colwidth", SHOWN_CHARS, "display.max_columns", None, "display.width", 0):
             return super().__repr__()
-
-
-def messages_frame(messages) -> MessagesFrame:
-    """每条消息（dict 或 SDK 对象）一行，索引 `pos` 与 `messages[i]` 一致；`content` 是前 60 个字符的预览。"""
-    rows = _rows(messages)
-    return MessagesFrame({
-        "pos": range(len(rows)), "role": [str(r.get("role", "")) for r in rows],
-        "content": [_preview(text_of(r.get("content"))) for r in rows],
-        "tool_calls": ["\n".join(f"{name}({_preview(args)}) [{cid}]" for cid, name, args in calls_of(r))
-                       for r in rows],
-        "tool_call_id": [str(r.get("tool_call_id") or "") for r in rows],
-    }, columns=COLUMNS).set_index("pos")
 
 
 # ---------------------------------------------------------------------------
@@ -221,23 +213,27 @@ def table_rows(messages, api: str = "chat") -> list[_Row]:
 
 
 class _Pairing:
-    """每个调用 id 由哪一行提出、由哪几行回应，以及它的小标签用哪种颜色。不管先后：服务商那条讲先后的规矩
+    """每个调用 id 由哪一行提出、由哪几行回应，以及它的小标签用哪种颜色。按每行提出的调用 id 和回应的调用 id 算
+    （DataFrame 的 `calls`、`answers` 两列），行号就是 `pos`。不管先后：服务商那条讲先后的规矩
     （调用之后紧跟着回应）在 `checks.pairing_error`。"""
 
-    def __init__(self, rows: list[_Row], wire: _Wire = WIRES["chat"]):
+    def __init__(self, positions, calls, answers, wire: _Wire = WIRES["chat"]):
         self.wire = wire
-        self.calls = [row.calls for row in rows]
         self.call_pos: dict[str, int] = {}  # id → 提出它的行
         self.answer_pos: dict[str, list[int]] = {}  # id → 回应它的各行
-        for pos, row in enumerate(rows):
-            for cid, _, _ in row.calls:
+        for pos, called, answered in zip(positions, calls, answers):
+            for cid in called:
                 self.call_pos.setdefault(cid, pos)
-            for cid, _ in row.answers:
+            for cid in answered:
                 self.answer_pos.setdefault(cid, []).append(pos)
         first = dict(self.call_pos)  # 每个 id 第一次出现的行：提出它的，或更早的回应
-        for cid, answers in self.answer_pos.items():
-            first[cid] = min(first.get(cid, answers[0]), answers[0])
+        for cid, answered in self.answer_pos.items():
+            first[cid] = min(first.get(cid, answered[0]), answered[0])
         self.color = {cid: n for n, cid in enumerate(sorted(first, key=first.get))}  # 颜色序号
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, wire: _Wire) -> "_Pairing":
+        return cls(frame.index, frame["calls"], frame["answers"], wire)
 
     def waiting(self) -> list[str]:  # 表头上方：还在等回应的调用（一轮中间本来就这样）
         return self._lines([(c, p) for c, p in self.call_pos.items() if c not in self.answer_pos],
@@ -255,33 +251,48 @@ class _Pairing:
         return [what.format(n=len(found)) + where + (" 等" if len(found) > 5 else "")]
 
 
-TABLE_COLUMNS = ("pos", "role", "content", "calls", "tools", "answers", "answered_by", "answers_pos",
-                 "prompt_tokens", "completion_tokens", "seconds", "estimated", "layer", "scripted")
+TABLE_COLUMNS = ("pos", "role", "content", "calls", "tools", "arguments", "answers", "answered_by", "answers_pos",
+                 "prompt_tokens", "completion_tokens", "seconds", "estimated", "finish_reason", "layer", "scripted",
+                 "parts", "is_error", "layers", "tagged", "shade")
 
 
-def table_frame(messages, api: str = "chat", *, outcomes=None, turns=None, scripted=()) -> pd.DataFrame:
-    """消息表此刻的数据，一行一条消息（或条目），索引 `pos` 与列表的下标一致；配对、用量、层次都是列，可以直接查询：
-    `calls` 这一行提出的调用 id，`answers` 它回应的调用 id，`answered_by` 回应这些调用的行，`answers_pos` 被回应的调用
-    在哪一行；`prompt_tokens`、`completion_tokens`、`seconds`、`estimated` 是那次调用的记录（没有就是空）；`layer`
-    是循环记下的结局的层次；`scripted` 是【脚本示范】给的行。表格画出来的就是这些。"""
+def table_frame(messages, api: str = "chat", *, outcomes=None, turns=None, scripted=()) -> MessagesFrame:
+    """消息表此刻的数据，一行一条消息（或条目），索引 `pos` 与列表的下标一致；表格就是从这张 DataFrame 画出来的，
+    配对、用量、层次都是列，可以直接查询：
+    `content` 全文；`calls` 这一行提出的调用 id，`tools`、`arguments` 是它们的工具名和参数原文；`answers` 它回应的调用 id，
+    `answered_by` 回应这些调用的行，`answers_pos` 被回应的调用在哪一行；`prompt_tokens`、`completion_tokens`、`seconds`、
+    `estimated`、`finish_reason` 是那次调用的记录（没有就是空）；`layer` 是循环记下的结局的层次；`scripted` 是【脚本示范】给的行。
+    画表还用到的几列：`parts` 内容的各段（小标题, 文字），`is_error`、`layers` 和 `answers` 一一对应（每个回应的
+    `is_error` 和层次），`tagged` 不是回应、却带着配对字段的行的 id，`shade` 这一行的底色跟哪个角色。"""
     wire, rows = _wire(api), table_rows(messages, api)
-    pairing, turns, outcomes = _Pairing(rows, wire), turns or {}, outcomes or {}
+    calls = [[cid for cid, _, _ in row.calls] for row in rows]
+    answers = [[cid for cid, _ in row.answers] for row in rows]
+    pairing, turns, outcomes = _Pairing(range(len(rows)), calls, answers, wire), turns or {}, outcomes or {}
     records = []
     for pos, row in enumerate(rows):
-        turn, answered = turns.get(pos), [cid for cid, _ in row.answers]
+        turn, answered = turns.get(pos), answers[pos]
         layers = [getattr(outcomes.get(cid), "layer", None) for cid in answered]
         records.append({
             "pos": pos, "role": row.role, "content": "\n".join(text for _, text in row.parts if text),
-            "calls": [cid for cid, _, _ in row.calls], "tools": [name for _, name, _ in row.calls],
+            "calls": calls[pos], "tools": [name for _, name, _ in row.calls], "arguments": [a for _, _, a in row.calls],
             "answers": answered,
-            "answered_by": sorted({p for cid, _, _ in row.calls for p in pairing.answer_pos.get(cid, ())}),
+            "answered_by": sorted({p for cid in calls[pos] for p in pairing.answer_pos.get(cid, ())}),
             "answers_pos": next((pairing.call_pos[cid] for cid in answered if cid in pairing.call_pos), None),
             "prompt_tokens": getattr(turn, "prompt_tokens", None),
             "completion_tokens": getattr(turn, "completion_tokens", None),
             "seconds": getattr(turn, "seconds", None), "estimated": getattr(turn, "estimated", None),
-            "layer": next((layer for layer in layers if layer), None), "scripted": pos in scripted})
-    return pd.DataFrame(records, columns=list(TABLE_COLUMNS)).set_index("pos").astype(
-        {"answers_pos": "Int64", "prompt_tokens": "Int64", "completion_tokens": "Int64"})
+            "finish_reason": getattr(turn, "finish_reason", None),
+            "layer": next((layer for layer in layers if layer), None), "scripted": pos in scripted,
+            "parts": list(row.parts), "is_error": [e for _, e in row.answers], "layers": layers,
+            "tagged": row.tagged, "shade": row.color or row.role})
+    return MessagesFrame(records, columns=list(TABLE_COLUMNS)).set_index("pos").astype(
+        {"answers_pos": "Int64", "prompt_tokens": "Int64", "completion_tokens": "Int64", "scripted": bool})
+
+
+def messages_frame(messages) -> MessagesFrame:
+    """消息表画的那张 DataFrame（`table_frame(messages)`）：每条消息（dict 或 SDK 对象）一行，索引 `pos` 与
+    `messages[i]` 一致。"""
+    return table_frame(messages)
 
 
 def _chip(cid: str, pairing: _Pairing) -> str:
@@ -324,14 +335,16 @@ def _stacked(cells: list[str]) -> str:
     return cells[0] if len(cells) == 1 else "".join(f'<div style="margin:1px 0">{c}</div>' for c in cells)
 
 
-def _content_cell(row: _Row, where: str, budget: list[int]) -> str:
-    """内容：一段没有小标题的（Chat 的每条消息）直接放；几段的（Anthropic 的块、推理条目）每段一行，前面是小标题。"""
-    return _stacked([(_hint(label) + " " if label else "") + _cell(text, where, budget) for label, text in row.parts])
+def _content_cell(parts, where: str, budget: list[int]) -> str:
+    """内容（`parts` 列）：一段没有小标题的（Chat 的每条消息）直接放；几段的（Anthropic 的块、推理条目）每段一行，
+    前面是小标题。"""
+    return _stacked([(_hint(label) + " " if label else "") + _cell(text, where, budget) for label, text in parts])
 
 
-def _calls_cell(pos: int, pairing: _Pairing, where: str, budget: list[int]) -> str:
+def _calls_cell(row, pairing: _Pairing, where: str, budget: list[int]) -> str:
+    """提出的调用（`calls`、`tools`、`arguments` 三列）：小标签、工具名、参数，由哪几行回应（或还在等回应）。"""
     parts = []
-    for cid, name, args in pairing.calls[pos]:
+    for cid, name, args in zip(row.calls, row.tools, row.arguments):
         answers = pairing.answer_pos.get(cid)
         status = _hint(f"→ 由 pos {'、'.join(map(str, answers))} 回应") if answers else _pending("等回应")
         parts.append(f'<div style="margin:1px 0">{_chip(cid, pairing)} <b style="font-family:monospace">'
@@ -339,17 +352,17 @@ def _calls_cell(pos: int, pairing: _Pairing, where: str, budget: list[int]) -> s
     return "".join(parts)
 
 
-def _id_cell(row: _Row, pairing: _Pairing, outcomes=None) -> str:
-    """回应的行：每个回应一项，小标签、回应哪一行（或找不到调用）、`is_error`、循环记下的层次。"""
+def _id_cell(row, pairing: _Pairing) -> str:
+    """回应的行（`answers`、`is_error`、`layers` 三列）：每个回应一项，小标签、回应哪一行（或找不到调用）、
+    `is_error`、循环记下的层次。"""
     if not row.answers:
-        return "" if row.tagged is None else _chip(row.tagged, pairing)
+        return "" if pd.isna(row.tagged) else _chip(row.tagged, pairing)
     cells = []
-    for cid, is_error in row.answers:
+    for cid, is_error, layer in zip(row.answers, row.is_error, row.layers):
         if not cid:
             cells.append(_warn(f"⚠ 缺少 {pairing.wire.id_name}"))
             continue
-        layer = getattr((outcomes or {}).get(cid), "layer", None)  # 循环记下的结局，不从文字里猜
-        shown = ("" if not is_error else " " + _layer("is_error")) + (
+        shown = ("" if not is_error else " " + _layer("is_error")) + (  # 层次是循环记下的结局，不从文字里猜
             "" if layer is None else " " + (_hint("✓ 成功") if layer == "成功" else _layer(layer)))
         found = (_hint(f"↩ 回应 pos {pairing.call_pos[cid]}") if cid in pairing.call_pos
                  else _warn("⚠ 找不到对应的调用"))
@@ -363,11 +376,12 @@ def _layer(text: str) -> str:  # 失败的层次：处理函数之前停下的�
 
 def _role_cell(role: str, turn, scripted: bool = False) -> str:
     """角色；助手消息下面再标这次调用的用量、用时，被 max_tokens 截断时标出来（没有记录就不标）；
-    【脚本示范】给的助手消息标出来。"""
+    【脚本示范】给的助手消息标出来。`turn`：有 `prompt_tokens`、`completion_tokens`、`estimated`、`seconds`、
+    `finish_reason` 的东西（DataFrame 的一行，或一条 `CallRecord`）。"""
     cell = f"<b>{escape(role)}</b>" + (f"<br>{_pending(SCRIPTED)}" if scripted else "")
     if turn is None:
         return cell
-    used = "+".join(str(n) for n in (turn.prompt_tokens, turn.completion_tokens) if n is not None)
+    used = "+".join(str(n) for n in (turn.prompt_tokens, turn.completion_tokens) if pd.notna(n))
     used = f"估计 {used}" if used and turn.estimated else used  # 假模型的用量按字数估计，不是服务商数的
     parts = ([f"{used} token"] if used else []) + [f"{turn.seconds:.2f} 秒" if turn.seconds >= 0.01 else "不到 0.01 秒"]
     cell += f"<br>{_hint(' · '.join(parts))}"
@@ -376,20 +390,16 @@ def _role_cell(role: str, turn, scripted: bool = False) -> str:
     return cell
 
 
-def messages_html(messages, title: str | None = None, outcomes=None, turns=None, whose: str | None = None,
-                  scripted=(), api: str = "chat") -> str:
-    """整张表的 HTML（只用行内样式，不用脚本）。`outcomes`：调用 ID → 结局（有 `.layer`）；`turns`：位置 → 那条助手
-    消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的行的位置；
-    `api`：`"chat"`（Chat Completions 的 messages）、`"responses"`（Responses 的输入条目）或 `"messages"`（Anthropic）。"""
+def frame_html(frame: pd.DataFrame, api: str = "chat", title: str | None = None, whose: str | None = None) -> str:
+    """从消息表的 DataFrame（`table_frame` 的结果）画出整张表的 HTML（只用行内样式，不用脚本）。
+    `whose`：标题里“回复来自谁”那一句。"""
     wire = _wire(api)
-    rows = table_rows(messages, api)
-    turns = turns or {}
     title = " · ".join(filter(None, [title, whose]))
-    pairing = _Pairing(rows, wire)
+    pairing = _Pairing.of(frame, wire)
     legend = " ".join(f'<span style="background:{ROLE_COLORS.get(role, "#f5f5f5")};border:1px solid #d0d7de;'
                       f'border-radius:4px;padding:0 6px;white-space:nowrap">{escape(role or "（无 role）")} {n}</span>'
-                      for role, n in Counter(row.role for row in rows).items())
-    head = (f"<b>{escape(title)}</b> · " if title else "") + f"共 {len(rows)} {wire.unit} {legend}"
+                      for role, n in Counter(frame["role"]).items())
+    head = (f"<b>{escape(title)}</b> · " if title else "") + f"共 {len(frame)} {wire.unit} {legend}"
     if pairing.color:
         head += " " + _hint(f"同色小标签 = 同一个 {wire.id_name}")
     out = ['<div class="messages-view" style="font-size:13px;color:#1f2328;line-height:1.45;max-width:100%">',
@@ -402,39 +412,56 @@ def messages_html(messages, title: str | None = None, outcomes=None, turns=None,
                # JupyterLab 给渲染出的表格 table-layout: fixed，五列就一样宽；这里按内容分配宽度
                'color:#1f2328;table-layout:auto"><thead><tr>' + "".join(f"<th {_TH}>{h}</th>" for h in wire.columns)
                + "</tr></thead><tbody>")
-    if not rows:
+    if frame.empty:
         out.append(f'<tr><td colspan="5" {_TD}>（还没有{wire.noun}）</td></tr>')
     budget, body = [TOTAL_FULL_TEXT], []
-    for pos in range(len(rows) - 1, -1, -1):  # 倒着画：全文预算先给最新的消息
-        row, where = rows[pos], wire.source.format(pos=pos)
-        calls = _calls_cell(pos, pairing, where, budget)
-        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(row.role, turns.get(pos), pos in scripted),
-                 _content_cell(row, where, budget), calls, _id_cell(row, pairing, outcomes)]
-        background = ROLE_COLORS.get(row.color or row.role, "#f5f5f5")
+    for row in reversed(list(frame.itertuples())):  # 倒着画：全文预算先给最新的消息
+        pos, where = row.Index, wire.source.format(pos=row.Index)
+        turn = row if pd.notna(row.seconds) else None  # 这一行有调用记录：用量、用时都是这一行的列
+        cells = [f'<span style="color:#57606a">{pos}</span>', _role_cell(row.role, turn, row.scripted),
+                 _content_cell(row.parts, where, budget), _calls_cell(row, pairing, where, budget),
+                 _id_cell(row, pairing)]
+        background = ROLE_COLORS.get(row.shade, "#f5f5f5")
         body.append(f'<tr style="background:{background};border-bottom:1px solid #e3e6ea">'
                     + "".join(f'<td data-label="{name}" {_TD}>{cell}</td>' for name, cell in zip(wire.columns, cells))
                     + "</tr>")
     out += reversed(body)
     out.append("</tbody>")
-    if len(rows) > SCROLL_CUE_ROWS:  # 行多时表框会滚动：底边贴一行提示，框里还有行就看得见它
+    if len(frame) > SCROLL_CUE_ROWS:  # 行多时表框会滚动：底边贴一行提示，框里还有行就看得见它
         out.append(f'<tfoot><tr><td colspan="5" style="position:sticky;bottom:0;background:#f6f8fa;color:#57606a;'
-                   f'border-top:1px solid #d0d7de;font-size:11.5px;padding:2px 8px">↕ 共 {len(rows)} {wire.unit}，'
+                   f'border-top:1px solid #d0d7de;font-size:11.5px;padding:2px 8px">↕ 共 {len(frame)} {wire.unit}，'
                    "放不下时在框里上下滚动</td></tr></tfoot>")
     out.append("</table></div></div>")
     return "".join(out)
 
 
+def frame_text(frame: pd.DataFrame, api: str = "chat", title: str | None = None, last: int = 30,
+               whose: str | None = None) -> str:
+    """纯文本版本（控制台、保存下来的 text/plain），也从 DataFrame 画：计数和最后 `last` 行的角色（或条目类型），
+    再是问题提示。"""
+    wire = _wire(api)
+    roles = list(frame["role"])
+    title = " · ".join(filter(None, [title, whose]))
+    shown = ("… → " if len(roles) > last else "") + " → ".join(roles[-last:])
+    head = (f"{title} · " if title else "") + f"共 {len(roles)} {wire.unit}" + (
+        f"：{shown}" if roles else f"（还没有{wire.noun}）")
+    pairing = _Pairing.of(frame, wire)
+    return "\n".join([head, *pairing.waiting(), *pairing.problems()])
+
+
+def messages_html(messages, title: str | None = None, outcomes=None, turns=None, whose: str | None = None,
+                  scripted=(), api: str = "chat") -> str:
+    """整张表的 HTML：先 `table_frame`，再从它画（`frame_html`）。`outcomes`：调用 ID → 结局（有 `.layer`）；
+    `turns`：位置 → 那条助手消息对应的 `CallRecord`；`whose`：标题里“回复来自谁”那一句；`scripted`：【脚本示范】给的行的位置；
+    `api`：`"chat"`（Chat Completions 的 messages）、`"responses"`（Responses 的输入条目）或 `"messages"`（Anthropic）。"""
+    frame = table_frame(messages, api, outcomes=outcomes, turns=turns, scripted=scripted)
+    return frame_html(frame, api, title, whose)
+
+
 def messages_text(messages, title: str | None = None, last: int = 30, whose: str | None = None,
                   api: str = "chat") -> str:
-    """纯文本版本（控制台、保存下来的 text/plain）：计数和最后 `last` 行的角色（或条目类型），再是问题提示。"""
-    wire = _wire(api)
-    rows = table_rows(messages, api)
-    title = " · ".join(filter(None, [title, whose]))
-    roles = ("… → " if len(rows) > last else "") + " → ".join(row.role for row in rows[-last:])
-    head = (f"{title} · " if title else "") + f"共 {len(rows)} {wire.unit}" + (
-        f"：{roles}" if rows else f"（还没有{wire.noun}）")
-    pairing = _Pairing(rows, wire)
-    return "\n".join([head, *pairing.waiting(), *pairing.problems()])
+    """纯文本版本：先 `table_frame`，再从它画（`frame_text`）。"""
+    return frame_text(table_frame(messages, api), api, title, last, whose)
 
 
 def _execution_count() -> int | None:  # 不在 IPython 里是 None
@@ -504,21 +531,30 @@ class MessagesView:
             return f"回复来自{SCRIPTED}的假模型（所选模型 {self.chosen} 没给出要的回复）"
         return f"回复来自所选模型 {self.chosen}，pos {'、'.join(map(str, scripted))} 来自{SCRIPTED}"
 
+    def _frame(self) -> MessagesFrame:
+        return table_frame(self.messages, self.api, outcomes=self.outcomes, turns=self.turns,
+                           scripted=set(self.scripted_positions()))
+
+    def _bundle(self) -> dict:
+        """这一刻的两种样子，从同一张 DataFrame 画出来。"""
+        frame, whose = self._frame(), self.whose()
+        return {"text/html": frame_html(frame, self.api, self.title, whose),
+                "text/plain": frame_text(frame, self.api, self.title, whose=whose)}
+
     def html(self) -> str:
-        return messages_html(self.messages, self.title, self.outcomes, self.turns, self.whose(),
-                             set(self.scripted_positions()), api=self.api)
+        return frame_html(self._frame(), self.api, self.title, self.whose())
 
     _repr_html_ = html
 
     def __repr__(self) -> str:
-        return messages_text(self.messages, self.title, whose=self.whose(), api=self.api)
+        return frame_text(self._frame(), self.api, self.title, whose=self.whose())
 
     def show(self) -> None:
         """在当前位置显示一张新表；以后的 `update()` 刷新的是这一张。不在 IPython 里就打印文字版。"""
         if _execution_count() is None:
             print(repr(self))
             return
-        self._handle = display({"text/html": self.html(), "text/plain": repr(self)}, raw=True, display_id=True)
+        self._handle = display(self._bundle(), raw=True, display_id=True)
         self._shown_in, self.display_id = _execution_count(), self._handle.display_id
 
     def update(self, messages=None) -> None:
@@ -529,15 +565,14 @@ class MessagesView:
         if self._handle is None or _execution_count() != self._shown_in:
             self.show()
         else:
-            self._handle.update({"text/html": self.html(), "text/plain": repr(self)}, raw=True)
+            self._handle.update(self._bundle(), raw=True)
 
     @property
-    def frame(self) -> pd.DataFrame:
-        """这张表此刻的数据（`table_frame`）：一个 pandas 的 DataFrame，可以查询，例如
+    def frame(self) -> MessagesFrame:
+        """这张表此刻的数据（`table_frame`）：表格就是从这张 pandas 的 DataFrame 画出来的，可以查询，例如
         `view.frame.query("role == 'tool'")`、`view.frame.completion_tokens.sum()`。"""
         self._match_calls()
-        return table_frame(self.messages, self.api, outcomes=self.outcomes, turns=self.turns,
-                           scripted=set(self.scripted_positions()))
+        return self._frame()
 
     def _ipython_display_(self) -> None:
         self.update()  # 同一格里刚显示过（`show_messages(...)` 写在最后一行）就只原地刷新，不多出一张
