@@ -518,6 +518,11 @@ def test_allowlist_denies_other_processes_secrets_and_credentials():
             # 递归的 grep 不能走出工作目录（/ 下面就有 /proc）
             ("grep -r KEY /", "递归"), ("grep -rn KEY ..", "递归"), ("grep -r KEY ~", "递归"),
             ("grep --rec KEY /", "递归"), ("grep -d recurse KEY /", "递归"), ("grep -R KEY .", "-R")])
+    # 理由说的是那一类路径的风险：/proc 和内存设备是别的进程，.env、.ssh 是凭据
+    for command, risk in [("cat /proc/self/environ", "别的进程"), ("cat /dev/mem", "别的进程"),
+                          ("cat .env", "凭据位置"), ("cat ~/.ssh/id_rsa", "凭据位置")]:
+        reason = check_allowlist(command, windows=False).reason
+        assert risk in reason and ("凭据" in reason) == (risk == "凭据位置"), (command, reason)
 
 
 def test_allowlist_on_windows_is_stricter():

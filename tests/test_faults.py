@@ -490,3 +490,18 @@ def test_the_other_two_apis_fail_the_same_way(fault_server):
     with pytest.raises(openai.NotFoundError):
         openai.OpenAI(base_url=fault_server.url("no_choices"), api_key="x", max_retries=0).responses.create(
             model="fake-agent-1", input="你好")
+
+
+def test_the_time_budget_counts_from_the_first_call_not_from_when_it_was_made():
+    """预算可以先建好、过一会儿才用：用时从第一次调模型算起（07 先建好两个预算再跑）。"""
+    import time
+
+    calls = []
+    budgeted = within_budget(lambda client, **request: calls.append(request) or
+                             FakeClient().chat.completions.create(**request), max_seconds=0.05)
+    time.sleep(0.1)
+    budgeted(None, model=MODEL, messages=[{"role": "user", "content": "x"}])
+    assert len(calls) == 1, "建好以后等过的时间不算"
+    time.sleep(0.1)
+    with pytest.raises(BudgetExceeded):
+        budgeted(None, model=MODEL, messages=[{"role": "user", "content": "x"}])

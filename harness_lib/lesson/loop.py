@@ -215,11 +215,13 @@ class BudgetExceeded(Exception):
 
 def within_budget(call=call_model, *, max_tokens_total=None, max_seconds=None):
     """包住调模型的一步（交给 agent_loop 的 call=）：
-    每次调模型之前查用时和已用的 token，超了就抛 BudgetExceeded。"""
-    started, used = time.monotonic(), 0
+    每次调模型之前查用时（从第一次调模型算起）和已用的 token，
+    超了就抛 BudgetExceeded。"""
+    started, used = None, 0
 
     def budgeted(client, **request):
-        nonlocal used
+        nonlocal started, used
+        started = time.monotonic() if started is None else started
         if max_seconds is not None and time.monotonic() - started > max_seconds:
             raise BudgetExceeded(
                 f"已经用了 {time.monotonic() - started:.2f} 秒，"

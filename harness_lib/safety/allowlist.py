@@ -136,7 +136,10 @@ def _check_path(word: str, glob: bool, cwd: str) -> None:
     real = part or next(filter(_is_secret, _on_disk(word, glob, cwd)), None)
     if real:
         how = "指向" if part else "经符号链接或通配符指向"
-        raise _Reject(f"{word} {how} {real}：可能读到别的进程的环境变量、内存或凭据文件")
+        kind = part or _is_secret(real)
+        risk = ("可能读到别的进程的环境变量或内存" if kind in ("proc", "内存设备")
+                else "这是常见的凭据位置（密钥、令牌、密码）")
+        raise _Reject(f"{word} {how} {real}：{risk}")
 
 
 def _option(word: str, letters: str, *long_names: str) -> bool:
