@@ -62,6 +62,25 @@ def test_main_line_reads_within_its_budget(name):
     assert total <= BUDGETS[name], f"{name} 的主线估计要 {total:.1f} 分钟，预算 {BUDGETS[name]} 分钟"
 
 
+def test_the_teaching_guide_gives_the_minutes_the_notebooks_take():
+    """docs/teaching.md 阅读预算表里“现在”一列，和算出来的相差不到 0.2 分钟（改了笔记本就运行
+    `scripts/reading_minutes.py --docs`）。"""
+    import re
+
+    text = (PATHS[0].parents[1] / "docs" / "teaching.md").read_text(encoding="utf-8")
+    start = text.index("### 主线的阅读预算")
+    section = text[start:text.index("\n## ", start)]
+    stated = {m.group(1): float(m.group(2)) for m in re.finditer(r"^\| `(\w+)`.*\| ([\d.]+) 分钟 \|$", section, re.M)}
+    assert set(BUDGETS) <= set(stated)
+    for name in BUDGETS:
+        nb = executed(next(p for p in PATHS if p.stem == name)).nb
+        ids = {c["id"] for c in main_line(name)}
+        cells = [c for c in nb.cells if c.get("id") in ids]
+        total = minutes(cells) + output_minutes(cells)
+        assert abs(stated[name] - total) < 0.2, (
+            f"docs/teaching.md 说 {name} 要 {stated[name]} 分钟，算出来是 {total:.1f}：运行 scripts/reading_minutes.py --docs")
+
+
 def test_07_prints_the_deadline_of_the_client_in_use():
     """07 的说明写的是所用客户端自己的上限：0.2 秒的客户端说 0.2 秒、截止 0.5 秒的说 0.5 秒，不是常量 60；
     余额用完的 429，切换器的客户端只发一次。"""
