@@ -827,84 +827,117 @@ ANSWERS["05-ex2-solution"] = {
     "style_a": '''
 import shlex
 
-PUNCT = set("();<>|&")
+CONTROL = set(";&<>()")
 
 
 def allowlisted(command, allowed):
-    if "$(" in command or "`" in command or "\\n" in command:
+    if "\\n" in command or "\\r" in command:
         return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return False
-    segments = [[]]
-    for tok in tokens:
-        if tok == "|":
-            segments.append([])
-        elif tok and set(tok) <= PUNCT:
+    pieces = [""]
+    quote = None
+    for ch in command:
+        if quote == "'":
+            if ch == "'":
+                quote = None
+        elif ch in ("$", "`", "\\\\"):
             return False
-        else:
-            segments[-1].append(tok)
-    return all(seg and seg[0] in allowed for seg in segments)
+        elif quote == '"':
+            if ch == '"':
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "|":
+            pieces.append("")
+            continue
+        elif ch in CONTROL:
+            return False
+        elif ch == "#":
+            before = pieces[-1]
+            if before == "" or before[-1] in (" ", "\\t"):
+                return False
+        pieces[-1] += ch
+    if quote is not None:
+        return False
+    for piece in pieces:
+        words = shlex.split(piece)
+        if len(words) == 0 or words[0] not in allowed:
+            return False
+    return True
 ''',
     "style_b": '''
 import re
 import shlex
 
+_CHUNK = re.compile(r"'[^']*'|\\"[^\\"]*\\"|[^'\\"]+|['\\"]")
 
-def _words(command):
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    return list(lexer)
+
+def _segments(command):
+    segments, current = [], ""
+    for chunk in _CHUNK.findall(command):
+        if chunk in ("'", '"'):
+            return None  # a quote that never closes
+        if chunk.startswith("'"):
+            current += chunk
+            continue
+        if re.search(r"[$`\\\\\\\\]", chunk):
+            return None
+        if chunk.startswith('"'):
+            current += chunk
+            continue
+        for ch in chunk:
+            if ch == "|":
+                segments.append(current)
+                current = ""
+            elif ch in ";&<>()":
+                return None
+            elif ch == "#" and (current == "" or current[-1] in " \\t"):
+                return None
+            else:
+                current += ch
+    return segments + [current]
 
 
 def allowlisted(command, allowed):
-    if re.search(r"\\$\\(|`|\\n", command):
+    if re.search(r"[\\r\\n]", command):
         return False
-    try:
-        words = _words(command)
-    except ValueError:
+    segments = _segments(command)
+    if segments is None:
         return False
-    if any(re.fullmatch(r"[();<>|&]+", w) and w != "|" for w in words):
-        return False
-    starts, expect_program = [], True
-    for w in words:
-        if w == "|":
-            if expect_program:
-                return False
-            expect_program = True
-        elif expect_program:
-            starts.append(w)
-            expect_program = False
-    if expect_program:
-        return False
-    return all(program in allowed for program in starts)
+    firsts = [shlex.split(s)[:1] for s in segments]
+    return all(first and first[0] in allowed for first in firsts)
 ''',
-    # bug: empty pipeline segments ("ls |", "| ls") are skipped instead of rejected
+    # bug: a # is always an ordinary character, so a comment at the start of a word is let through
     "bug": '''
 import shlex
 
 
 def allowlisted(command, allowed):
-    if "$(" in command or "`" in command or "\\n" in command:
+    if "\\n" in command or "\\r" in command:
         return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return False
-    segments = [[]]
-    for tok in tokens:
-        if tok == "|":
-            segments.append([])
-        elif set(tok) <= set("();<>|&"):
+    segments, current, quote = [], "", None
+    for ch in command:
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif ch in "$`\\\\":
             return False
-        else:
-            segments[-1].append(tok)
-    return all(seg[0] in allowed for seg in segments if seg)
+        elif quote == '"':
+            quote = None if ch == '"' else quote
+        elif ch in "'\\"":
+            quote = ch
+        elif ch == "|":
+            segments.append(current)
+            current = ""
+            continue
+        elif ch in ";&<>()":
+            return False
+        current += ch
+    if quote:
+        return False
+    for segment in segments + [current]:
+        words = shlex.split(segment)
+        if not words or words[0] not in allowed:
+            return False
+    return True
 ''',
 }
 
