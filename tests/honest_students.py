@@ -1109,35 +1109,59 @@ def add_count_lines(registry, workspace):
 
 ANSWERS["06-ex2-solution"] = {
     "style_a": '''
+import errno
 import os
 from pathlib import Path
+
+
+def _fail(err):
+    raise err
 
 
 def escaping_links(root):
     base = Path(root).resolve()
     out = []
-    for folder, dirs, files in os.walk(base):
+    for folder, dirs, files in os.walk(base, onerror=_fail):
         for name in [*dirs, *files]:
             p = Path(folder, name)
             if not p.is_symlink():
                 continue
-            target = p.resolve()
+            try:
+                target = Path(os.path.realpath(p, strict=True))
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    out.append(p.relative_to(base).as_posix())
+                    continue
+                target = p.resolve()
             if target != base and base not in target.parents:
                 out.append(p.relative_to(base).as_posix())
     out.sort()
     return out
 ''',
     "style_b": '''
+import errno
 import os
+
+
+def _loops(path):
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _walk(folder, base, found):
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_symlink():
+                rel = os.path.relpath(entry.path, base).replace(os.sep, "/")
+                if _loops(entry.path):
+                    found.append(rel)
+                    continue
                 real = os.path.realpath(entry.path)
                 if os.path.commonpath([real, base]) != base:
-                    found.append(os.path.relpath(entry.path, base).replace(os.sep, "/"))
+                    found.append(rel)
             elif entry.is_dir():
                 _walk(entry.path, base, found)
 
