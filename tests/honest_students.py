@@ -1712,7 +1712,8 @@ ANSWERS["10-ex1-solution"] = {
 def will_run(policy, trusted, read_only, answer):
     if trusted:
         return True
-    said_yes = answer is not None and answer.strip()[:1].lower() in ("y", "a")
+    words = (answer or "").split()
+    said_yes = bool(words) and words[0].lower() in ("y", "a")
     if policy == "allow":
         return True
     if policy == "allowlist":
@@ -1728,10 +1729,12 @@ def will_run(policy, trusted, read_only, answer):
     return False  # "deny" and anything misspelled
 ''',
     "style_b": '''
+import re
+
+
 def _approves(answer):
-    if not answer:
-        return False
-    return answer.lstrip().lower().startswith(("y", "a"))
+    # the first word must be exactly y or a: "abort" starts with a but is not an answer
+    return bool(answer) and re.match(r"\\s*[ya](\\s|$)", answer, re.IGNORECASE) is not None
 
 
 _RULES = {
@@ -1752,7 +1755,8 @@ def will_run(policy, trusted, read_only, answer):
 def will_run(policy, trusted, read_only, answer):
     if trusted or policy == "allow":
         return True
-    yes = answer is not None and answer[:1].lower() in ("y", "a")
+    words = (answer or "").split()
+    yes = bool(words) and words[0].lower() in ("y", "a")
     if policy == "allowlist":
         return bool(read_only)
     if policy == "auto":
@@ -1857,8 +1861,9 @@ def ask_first(handler, ask):
         command = args["command"]
         if command in always:
             return handler(args)
-        reply = ask(command) or ""
-        first = reply[:1].lower()
+        reply = (ask(command) or "").strip()
+        words = reply.split()
+        first = words[0].lower() if words else ""
         if first == "y":
             return handler(args)
         if first == "a":
@@ -1882,10 +1887,11 @@ class _Approver:
     def __call__(self, args):
         command = args["command"]
         if command not in self.remembered:
-            answer = self.ask(command) or ""
-            kind = answer[0].lower() if answer else ""
+            parts = (self.ask(command) or "").split(None, 1)
+            kind = parts[0].lower() if parts else ""
             if kind == "n":
-                raise harness_lib.ToolDenied(answer[1:].strip() or "用户拒绝执行")
+                reason = parts[1].strip() if len(parts) > 1 else ""
+                raise harness_lib.ToolDenied(reason or "用户拒绝执行")
             if kind not in ("y", "a"):
                 raise harness_lib.ToolDenied("看不懂的答复")
             if kind == "a":
@@ -1908,8 +1914,8 @@ def ask_first(handler, ask):
         command = args["command"]
         if command in _ALWAYS:
             return handler(args)
-        reply = ask(command) or ""
-        first = reply[:1].lower()
+        reply = (ask(command) or "").strip()
+        first = reply.split()[0].lower() if reply else ""
         if first == "a":
             _ALWAYS.add(command)
         elif first == "n":
