@@ -1776,11 +1776,10 @@ DENIED = "错误（执行授权失败）："
 
 def denied_commands(messages):
     arguments = {}
+    found = []
     for m in messages:
         for call in m.get("tool_calls") or []:
             arguments[call["id"]] = call["function"]["arguments"]
-    found = []
-    for m in messages:
         content = m.get("content")
         if m.get("role") != "tool" or not isinstance(content, str) or not content.startswith(DENIED):
             continue
@@ -1790,7 +1789,7 @@ def denied_commands(messages):
             parsed = json.loads(raw)
             if isinstance(parsed, dict) and "command" in parsed:
                 command = parsed["command"]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             pass
         found.append((command, content[len(DENIED):]))
     return found
@@ -1808,8 +1807,8 @@ def _command(raw):
         return raw
 
 
-def _call_by_id(messages, call_id):
-    for msg in messages:
+def _call_before(messages, index, call_id):
+    for msg in reversed(messages[:index]):
         for call in msg.get("tool_calls") or ():
             if call.get("id") == call_id:
                 return call
@@ -1818,10 +1817,10 @@ def _call_by_id(messages, call_id):
 
 def denied_commands(messages):
     out = []
-    for msg in messages:
+    for i, msg in enumerate(messages):
         text = msg.get("content") or ""
         if msg.get("role") == "tool" and text.startswith(DENIED):
-            call = _call_by_id(messages, msg.get("tool_call_id"))
+            call = _call_before(messages, i, msg.get("tool_call_id"))
             raw = call["function"]["arguments"] if call else None
             out.append((_command(raw), text.removeprefix(DENIED)))
     return out
@@ -1834,15 +1833,17 @@ DENIED = "错误（执行授权失败）："
 
 
 def denied_commands(messages):
-    calls = {c["id"]: c for m in messages for c in (m.get("tool_calls") or [])}
+    calls = {}
     out = []
     for m in messages:
+        for c in m.get("tool_calls") or []:
+            calls[c["id"]] = c
         text = m.get("content") or ""
         if m.get("role") == "tool" and text.startswith(DENIED):
             raw = calls[m["tool_call_id"]]["function"]["arguments"]
             try:
                 command = json.loads(raw).get("command")
-            except ValueError:
+            except (ValueError, RecursionError):
                 command = None
             out.append((command, text[len(DENIED):]))
     return out
