@@ -499,7 +499,10 @@ ANSWERS["03-ex3-solution"] = {
 def record_turn(messages, response, outputs):
     message = response.choices[0].message
     new = list(messages)
-    new.append(message.model_dump(exclude_none=True))
+    saved = message.model_dump(exclude_none=True)
+    if saved.get("tool_calls") == []:
+        del saved["tool_calls"]
+    new.append(saved)
     for call in message.tool_calls or []:
         if call.id in outputs:
             text = outputs[call.id]
@@ -522,7 +525,8 @@ def _without_none(value):
 
 def record_turn(messages, response, outputs):
     assistant = response.choices[0].message
-    saved = _without_none(assistant.to_dict())
+    saved = {key: value for key, value in _without_none(assistant.to_dict()).items()
+             if not (key == "tool_calls" and not value)}
     answers = [
         {"role": "tool", "tool_call_id": call.id,
          "content": outputs[call.id] if call.id in outputs else "错误：没有拿到这个调用的输出"}
