@@ -499,7 +499,10 @@ ANSWERS["03-ex3-solution"] = {
 def record_turn(messages, response, outputs):
     message = response.choices[0].message
     new = list(messages)
-    new.append(message.model_dump(exclude_none=True))
+    saved = message.model_dump(exclude_none=True)
+    if saved.get("tool_calls") == []:
+        del saved["tool_calls"]
+    new.append(saved)
     for call in message.tool_calls or []:
         if call.id in outputs:
             text = outputs[call.id]
@@ -522,7 +525,8 @@ def _without_none(value):
 
 def record_turn(messages, response, outputs):
     assistant = response.choices[0].message
-    saved = _without_none(assistant.to_dict())
+    saved = {key: value for key, value in _without_none(assistant.to_dict()).items()
+             if not (key == "tool_calls" and not value)}
     answers = [
         {"role": "tool", "tool_call_id": call.id,
          "content": outputs[call.id] if call.id in outputs else "错误：没有拿到这个调用的输出"}
@@ -827,84 +831,117 @@ ANSWERS["05-ex2-solution"] = {
     "style_a": '''
 import shlex
 
-PUNCT = set("();<>|&")
+CONTROL = set(";&<>()")
 
 
 def allowlisted(command, allowed):
-    if "$(" in command or "`" in command or "\\n" in command:
+    if "\\n" in command or "\\r" in command:
         return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return False
-    segments = [[]]
-    for tok in tokens:
-        if tok == "|":
-            segments.append([])
-        elif tok and set(tok) <= PUNCT:
+    pieces = [""]
+    quote = None
+    for ch in command:
+        if quote == "'":
+            if ch == "'":
+                quote = None
+        elif ch in ("$", "`", "\\\\"):
             return False
-        else:
-            segments[-1].append(tok)
-    return all(seg and seg[0] in allowed for seg in segments)
+        elif quote == '"':
+            if ch == '"':
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "|":
+            pieces.append("")
+            continue
+        elif ch in CONTROL:
+            return False
+        elif ch == "#":
+            before = pieces[-1]
+            if before == "" or before[-1] in (" ", "\\t"):
+                return False
+        pieces[-1] += ch
+    if quote is not None:
+        return False
+    for piece in pieces:
+        words = shlex.split(piece)
+        if len(words) == 0 or words[0] not in allowed:
+            return False
+    return True
 ''',
     "style_b": '''
 import re
 import shlex
 
+_CHUNK = re.compile(r"'[^']*'|\\"[^\\"]*\\"|[^'\\"]+|['\\"]")
 
-def _words(command):
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    return list(lexer)
+
+def _segments(command):
+    segments, current = [], ""
+    for chunk in _CHUNK.findall(command):
+        if chunk in ("'", '"'):
+            return None  # a quote that never closes
+        if chunk.startswith("'"):
+            current += chunk
+            continue
+        if re.search(r"[$`\\\\\\\\]", chunk):
+            return None
+        if chunk.startswith('"'):
+            current += chunk
+            continue
+        for ch in chunk:
+            if ch == "|":
+                segments.append(current)
+                current = ""
+            elif ch in ";&<>()":
+                return None
+            elif ch == "#" and (current == "" or current[-1] in " \\t"):
+                return None
+            else:
+                current += ch
+    return segments + [current]
 
 
 def allowlisted(command, allowed):
-    if re.search(r"\\$\\(|`|\\n", command):
+    if re.search(r"[\\r\\n]", command):
         return False
-    try:
-        words = _words(command)
-    except ValueError:
+    segments = _segments(command)
+    if segments is None:
         return False
-    if any(re.fullmatch(r"[();<>|&]+", w) and w != "|" for w in words):
-        return False
-    starts, expect_program = [], True
-    for w in words:
-        if w == "|":
-            if expect_program:
-                return False
-            expect_program = True
-        elif expect_program:
-            starts.append(w)
-            expect_program = False
-    if expect_program:
-        return False
-    return all(program in allowed for program in starts)
+    firsts = [shlex.split(s)[:1] for s in segments]
+    return all(first and first[0] in allowed for first in firsts)
 ''',
-    # bug: empty pipeline segments ("ls |", "| ls") are skipped instead of rejected
+    # bug: a # is always an ordinary character, so a comment at the start of a word is let through
     "bug": '''
 import shlex
 
 
 def allowlisted(command, allowed):
-    if "$(" in command or "`" in command or "\\n" in command:
+    if "\\n" in command or "\\r" in command:
         return False
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return False
-    segments = [[]]
-    for tok in tokens:
-        if tok == "|":
-            segments.append([])
-        elif set(tok) <= set("();<>|&"):
+    segments, current, quote = [], "", None
+    for ch in command:
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif ch in "$`\\\\":
             return False
-        else:
-            segments[-1].append(tok)
-    return all(seg[0] in allowed for seg in segments if seg)
+        elif quote == '"':
+            quote = None if ch == '"' else quote
+        elif ch in "'\\"":
+            quote = ch
+        elif ch == "|":
+            segments.append(current)
+            current = ""
+            continue
+        elif ch in ";&<>()":
+            return False
+        current += ch
+    if quote:
+        return False
+    for segment in segments + [current]:
+        words = shlex.split(segment)
+        if not words or words[0] not in allowed:
+            return False
+    return True
 ''',
 }
 
@@ -1076,35 +1113,59 @@ def add_count_lines(registry, workspace):
 
 ANSWERS["06-ex2-solution"] = {
     "style_a": '''
+import errno
 import os
 from pathlib import Path
+
+
+def _fail(err):
+    raise err
 
 
 def escaping_links(root):
     base = Path(root).resolve()
     out = []
-    for folder, dirs, files in os.walk(base):
+    for folder, dirs, files in os.walk(base, onerror=_fail):
         for name in [*dirs, *files]:
             p = Path(folder, name)
             if not p.is_symlink():
                 continue
-            target = p.resolve()
+            try:
+                target = Path(os.path.realpath(p, strict=True))
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    out.append(p.relative_to(base).as_posix())
+                    continue
+                target = p.resolve()
             if target != base and base not in target.parents:
                 out.append(p.relative_to(base).as_posix())
     out.sort()
     return out
 ''',
     "style_b": '''
+import errno
 import os
+
+
+def _loops(path):
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _walk(folder, base, found):
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_symlink():
+                rel = os.path.relpath(entry.path, base).replace(os.sep, "/")
+                if _loops(entry.path):
+                    found.append(rel)
+                    continue
                 real = os.path.realpath(entry.path)
                 if os.path.commonpath([real, base]) != base:
-                    found.append(os.path.relpath(entry.path, base).replace(os.sep, "/"))
+                    found.append(rel)
             elif entry.is_dir():
                 _walk(entry.path, base, found)
 
@@ -1655,7 +1716,8 @@ ANSWERS["10-ex1-solution"] = {
 def will_run(policy, trusted, read_only, answer):
     if trusted:
         return True
-    said_yes = answer is not None and answer.strip()[:1].lower() in ("y", "a")
+    words = (answer or "").split()
+    said_yes = bool(words) and words[0].lower() in ("y", "a")
     if policy == "allow":
         return True
     if policy == "allowlist":
@@ -1671,10 +1733,12 @@ def will_run(policy, trusted, read_only, answer):
     return False  # "deny" and anything misspelled
 ''',
     "style_b": '''
+import re
+
+
 def _approves(answer):
-    if not answer:
-        return False
-    return answer.lstrip().lower().startswith(("y", "a"))
+    # the first word must be exactly y or a: "abort" starts with a but is not an answer
+    return bool(answer) and re.match(r"\\s*[ya](\\s|$)", answer, re.IGNORECASE) is not None
 
 
 _RULES = {
@@ -1695,7 +1759,8 @@ def will_run(policy, trusted, read_only, answer):
 def will_run(policy, trusted, read_only, answer):
     if trusted or policy == "allow":
         return True
-    yes = answer is not None and answer[:1].lower() in ("y", "a")
+    words = (answer or "").split()
+    yes = bool(words) and words[0].lower() in ("y", "a")
     if policy == "allowlist":
         return bool(read_only)
     if policy == "auto":
@@ -1715,11 +1780,10 @@ DENIED = "错误（执行授权失败）："
 
 def denied_commands(messages):
     arguments = {}
+    found = []
     for m in messages:
         for call in m.get("tool_calls") or []:
             arguments[call["id"]] = call["function"]["arguments"]
-    found = []
-    for m in messages:
         content = m.get("content")
         if m.get("role") != "tool" or not isinstance(content, str) or not content.startswith(DENIED):
             continue
@@ -1729,7 +1793,7 @@ def denied_commands(messages):
             parsed = json.loads(raw)
             if isinstance(parsed, dict) and "command" in parsed:
                 command = parsed["command"]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             pass
         found.append((command, content[len(DENIED):]))
     return found
@@ -1747,8 +1811,8 @@ def _command(raw):
         return raw
 
 
-def _call_by_id(messages, call_id):
-    for msg in messages:
+def _call_before(messages, index, call_id):
+    for msg in reversed(messages[:index]):
         for call in msg.get("tool_calls") or ():
             if call.get("id") == call_id:
                 return call
@@ -1757,10 +1821,10 @@ def _call_by_id(messages, call_id):
 
 def denied_commands(messages):
     out = []
-    for msg in messages:
+    for i, msg in enumerate(messages):
         text = msg.get("content") or ""
         if msg.get("role") == "tool" and text.startswith(DENIED):
-            call = _call_by_id(messages, msg.get("tool_call_id"))
+            call = _call_before(messages, i, msg.get("tool_call_id"))
             raw = call["function"]["arguments"] if call else None
             out.append((_command(raw), text.removeprefix(DENIED)))
     return out
@@ -1773,15 +1837,17 @@ DENIED = "错误（执行授权失败）："
 
 
 def denied_commands(messages):
-    calls = {c["id"]: c for m in messages for c in (m.get("tool_calls") or [])}
+    calls = {}
     out = []
     for m in messages:
+        for c in m.get("tool_calls") or []:
+            calls[c["id"]] = c
         text = m.get("content") or ""
         if m.get("role") == "tool" and text.startswith(DENIED):
             raw = calls[m["tool_call_id"]]["function"]["arguments"]
             try:
                 command = json.loads(raw).get("command")
-            except ValueError:
+            except (ValueError, RecursionError):
                 command = None
             out.append((command, text[len(DENIED):]))
     return out
@@ -1800,8 +1866,9 @@ def ask_first(handler, ask):
         command = args["command"]
         if command in always:
             return handler(args)
-        reply = ask(command) or ""
-        first = reply[:1].lower()
+        reply = (ask(command) or "").strip()
+        words = reply.split()
+        first = words[0].lower() if words else ""
         if first == "y":
             return handler(args)
         if first == "a":
@@ -1825,10 +1892,11 @@ class _Approver:
     def __call__(self, args):
         command = args["command"]
         if command not in self.remembered:
-            answer = self.ask(command) or ""
-            kind = answer[0].lower() if answer else ""
+            parts = (self.ask(command) or "").split(None, 1)
+            kind = parts[0].lower() if parts else ""
             if kind == "n":
-                raise harness_lib.ToolDenied(answer[1:].strip() or "用户拒绝执行")
+                reason = parts[1].strip() if len(parts) > 1 else ""
+                raise harness_lib.ToolDenied(reason or "用户拒绝执行")
             if kind not in ("y", "a"):
                 raise harness_lib.ToolDenied("看不懂的答复")
             if kind == "a":
@@ -1851,8 +1919,8 @@ def ask_first(handler, ask):
         command = args["command"]
         if command in _ALWAYS:
             return handler(args)
-        reply = ask(command) or ""
-        first = reply[:1].lower()
+        reply = (ask(command) or "").strip()
+        first = reply.split()[0].lower() if reply else ""
         if first == "a":
             _ALWAYS.add(command)
         elif first == "n":

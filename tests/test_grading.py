@@ -8,6 +8,7 @@ import ast
 import functools
 import json
 import re
+import textwrap
 
 import pytest
 
@@ -194,8 +195,9 @@ def _graded_cells(name):
 
 
 def _hidden(source):
-    block = source.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
-    return block
+    """隐藏测试那一段，去掉测试格的函数带来的缩进。"""
+    block = source.split("### BEGIN HIDDEN TESTS\n", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+    return textwrap.dedent(block)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -1,16 +1,21 @@
-"""测试格和学生的名字互不干扰：用真实的 autograde（评分沙盒、评分内核）批改。
+"""测试格和学生的名字互不干扰：测试格把自己的名字都放在一个函数里，评分内核再给测试格一个自己的命名空间。
 
-- 一位学生的答案格里，定义了这本笔记本的测试格用到的每一个辅助名字（`_answer`、`_call`、`out`、`seen`……），
-  他的每个函数被调用时都检查这些名字还是不是他自己的；他的分数必须和参考答案一样是满分。
-- 04 练习 1 的一种正确写法：模块级的辅助函数就叫 `_answer`，和隐藏测试里的辅助函数同名。
-- 反过来：学生自己又定义了一个笔记本前文的名字（比如 `accepted`），测试读到的仍是前文那一个（评分内核的单元测试）。
-- 不隔离会怎样：同一份答案在普通内核里顺序运行，测试格确实改写了学生的名字（所以上面的检查不是摆设）。
+- 每个测试格在模块层只定义一个函数 `_test_NN_exK` 并调用它：测试用的 `_answer`、`msg`、`out`、`seen`……
+  都是这个函数里的局部名字（静态检查，每本笔记本）。
+- 一位“细心的学生”在答案格里定义了模块级的辅助函数，名字恰好是测试用到的每一个名字（04 的 `msg`、`out`、
+  `errors`、`echo`、`stop`，05 的 `msgs`、`handlers`、`seen`、`fake`……），他的每个函数被调用时都先用一遍
+  这些辅助函数，看它们还是不是自己的：
+  - 通过真实的 autograde（评分沙盒、评分内核）批改，分数和参考答案一样是满分；
+  - 在普通内核里顺序运行（学生在自己的笔记本里点“运行全部”就是这样），没有一格出错。
+- 04 练习 1 的一种正确写法：模块级的辅助函数就叫 `_answer`，和隐藏测试里的辅助函数同名，照样满分。
+- 反过来：学生自己又定义了一个笔记本前文的名字（比如 `accepted`），评分时测试读到的仍是前文那一个（评分内核的单元测试）。
 """
 
 import ast
 import json
 import re
 import shutil
+import symtable
 
 import nbformat
 import pytest
@@ -23,6 +28,7 @@ pytest.importorskip("nbgrader", reason="课程作业需要 pip install -e .[teac
 from coursework import course  # noqa: E402
 
 MARKERS = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
+WRAPPER = re.compile(r"_test_\d\d_ex\d+")
 
 
 def _nbg(cell):
@@ -33,72 +39,106 @@ def _is_test(cell):
     return cell["cell_type"] == "code" and _nbg(cell).get("grade") and not _nbg(cell).get("solution")
 
 
-def _top_bound(source):
-    """一格代码在模块层绑定的名字（赋值、def、class、import、for/with 的目标）。"""
-    names = set()
-    for node in ast.parse(MARKERS.sub("", source)).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-    return names
+def _source(cell):
+    return MARKERS.sub("", "".join(cell["source"]))
 
 
-def _loaded(source):
-    return {n.id for n in ast.walk(ast.parse(MARKERS.sub("", source))) if isinstance(n, ast.Name)}
+def _scopes(source):
+    table = symtable.symtable(source, "<格子>", "exec")
+    todo = [table]
+    while todo:
+        scope = todo.pop()
+        yield scope
+        todo.extend(scope.get_children())
 
 
-def test_helper_names(name="04_failure_paths"):
-    """这个文件要用的名字确实是测试格自己的（防止下面的学生什么也没覆盖）。"""
-    names = _test_only_names(ROOT / "notebooks" / f"{name}.ipynb")
-    assert {"_answer", "_call", "_log", "called", "echo"} <= names
+def _globals_read(source, module_level=True):
+    """一格代码读的全局名字：函数里读到的全局名字，`module_level` 时再加上模块层读到的。"""
+    return {s.get_name() for scope in _scopes(source) for s in scope.get_symbols()
+            if s.is_referenced() and (scope.get_type() == "module" and module_level
+                                      or scope.get_type() != "module" and s.is_global())}
 
 
-def _test_only_names(path):
-    """测试格在模块层绑定、而答案格和笔记本前文都不用也不绑定的名字。"""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    tests, others = set(), set()
+def _test_locals(source):
+    """测试格的函数里自己绑定的名字（赋值、def、class、import、for、except …… as），不算参数。"""
+    return {s.get_name() for scope in _scopes(source) if scope.get_type() == "function"
+            for s in scope.get_symbols()
+            if (s.is_assigned() or s.is_imported()) and s.is_local() and not s.is_parameter()}
+
+
+def _names(path):
+    """测试自己用的名字里，学生可以放心拿来给模块级辅助函数用的那些：不是答案格和测试格要读的全局名字，
+    也不是笔记本前文的函数被调用时要读的全局名字（那些是学生自己的、笔记本自己的名字），也不是测试格的函数名。"""
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+    mine, read = set(), set()
     for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
+        exercise = _is_test(cell) or _nbg(cell).get("solution")
         if _is_test(cell):
-            tests |= _top_bound(source)
-        else:
-            others |= _top_bound(source) | _loaded(source)
-    return {n for n in tests - others if n.isidentifier()}
+            mine |= _test_locals(_source(cell))
+        read |= _globals_read(_source(cell), module_level=bool(exercise))
+    return {n for n in mine - read if n.isidentifier() and not WRAPPER.fullmatch(n)}
+
+
+# 一眼就会撞上的名字：这几本的测试都用它们
+COMMON = {"02_each_turn": {"_answer", "_call", "_fake", "_ask"},
+          "04_failure_paths": {"_answer", "msg", "out", "errors", "echo", "stop", "called"},
+          "05_limits": {"msgs", "handlers", "seen", "fake", "out", "ALLOWED"}}
+
+
+@pytest.mark.parametrize("name", sorted(COMMON))
+def test_the_common_names_are_the_tests_own(name):
+    """下面的学生确实占用了这些名字（防止他什么也没覆盖）。"""
+    assert COMMON[name] <= _names(ROOT / "notebooks" / f"{name}.ipynb")
+
+
+@pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
+def test_a_test_cell_binds_nothing_at_module_level_but_its_function(path):
+    """测试格的模块层只有 `def _test_NN_exK():` 和最后一行 `_test_NN_exK()`：别的名字都是函数里的局部名字，
+    学生在自己的笔记本里运行测试格，也不会被它盖掉同名的辅助函数。"""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if not _is_test(cell):
+            continue
+        gid = _nbg(cell)["grade_id"]
+        wrapper = "_test_" + gid.removesuffix("-tests").replace("-", "_")
+        body = ast.parse(_source(cell)).body
+        assert [type(node).__name__ for node in body] == ["FunctionDef", "Expr"], gid
+        assert body[0].name == wrapper and ast.unparse(body[1]) == f"{wrapper}()", gid
 
 
 WATCHER = '''
 
-# —— 这位学生也有自己的辅助名字，恰好和测试格里的同名 ——
-_MINE = {{name: ("学生自己的", name) for name in {names!r}}}
-globals().update(_MINE)
+# —— 这位学生也有自己的模块级辅助函数，名字恰好和测试用的一样 ——
+def _install_my_helpers(names, functions, space):
+    """给每个名字放一个辅助函数；答案格里的函数每次被调用，都先用一遍这些辅助函数。"""
+    def make(name):
+        return lambda: ("学生自己的", name)
+
+    def uses_my_helpers(f):
+        def watched(*args, **kwargs):
+            taken = [name for name in names
+                     if not callable(space.get(name)) or space[name]() != ("学生自己的", name)]
+            if taken:
+                raise RuntimeError(f"学生的名字被测试格改写了：{{taken}}")
+            return f(*args, **kwargs)
+        return watched
+
+    for name in names:
+        space[name] = make(name)
+    for name in functions:
+        space[name] = uses_my_helpers(space[name])
 
 
-def _watched(f):
-    def watched(*args, **kwargs):
-        taken = [name for name, value in _MINE.items() if globals().get(name) is not value]
-        if taken:
-            raise RuntimeError(f"学生的名字被测试格改写了：{{taken}}")
-        return f(*args, **kwargs)
-    return watched
-
-
-for _name in {functions!r}:
-    globals()[_name] = _watched(globals()[_name])
+_install_my_helpers({names!r}, {functions!r}, globals())
 '''
 
 
 def _careful_student(path):
-    """参考答案，外加 WATCHER：每个答案格定义的函数在被调用时检查学生的辅助名字还在不在。"""
-    names = sorted(_test_only_names(path))
+    """参考答案，外加 WATCHER：每个答案格定义的函数在被调用时先用一遍学生的辅助函数。"""
+    names = sorted(_names(path))
     nb = json.loads(path.read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         if cell["cell_type"] == "code" and _nbg(cell).get("solution"):
-            source = MARKERS.sub("", "".join(cell["source"]))
+            source = _source(cell)
             functions = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
             cell["source"] = source + WATCHER.format(names=names, functions=functions)
     return nb
@@ -123,6 +163,7 @@ def patch_unanswered(messages):
     return result + waiting
 '''
 
+
 @pytest.fixture(scope="module")
 def graded(release_dir, prepared_course, tmp_path_factory):
     subs = tmp_path_factory.mktemp("isolation-submitted")
@@ -137,7 +178,7 @@ def graded(release_dir, prepared_course, tmp_path_factory):
     for cell in nb["cells"]:
         if _nbg(cell).get("solution"):
             gid = _nbg(cell)["grade_id"]
-            cell["source"] = ANSWER_HELPER if gid == "04-ex1-solution" else MARKERS.sub("", "".join(cell["source"]))
+            cell["source"] = ANSWER_HELPER if gid == "04-ex1-solution" else _source(cell)
     (subs / "helper" / path.name).write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
     out = tmp_path_factory.mktemp("isolation-grades")
     shutil.copytree(prepared_course, out / "course")
@@ -165,17 +206,12 @@ def test_a_module_level_helper_named_like_the_tests_one_is_not_replaced(graded):
     assert score == max_score, f"{score}/{max_score}"
 
 
-def _test_cells():
-    from coursework import grading_kernel
-
-    return grading_kernel
-
-
 def test_a_test_cell_reads_the_notebooks_names_and_keeps_its_own(monkeypatch):
     import builtins
     from types import SimpleNamespace
 
-    kernel = _test_cells()
+    from coursework import grading_kernel as kernel
+
     monkeypatch.setattr(builtins, "__strict_equal__", kernel.strict_equal, raising=False)  # 评分内核启动时装上的
 
     def teacher_accepted(transcript):
@@ -207,12 +243,14 @@ def test_a_test_cell_reads_the_notebooks_names_and_keeps_its_own(monkeypatch):
         tests.run("assert [True] == [1]")
 
 
-def test_without_isolation_the_tests_would_overwrite_the_students_names(tmp_path, monkeypatch):
-    """对照：同一份“细心的学生”在普通内核里顺序运行，04 的测试格确实改写了他的名字，函数调用时报错。"""
-    path = ROOT / "notebooks" / "04_failure_paths.ipynb"
+@pytest.mark.parametrize("name", sorted(COMMON))
+def test_in_a_plain_kernel_the_tests_leave_the_students_names_alone(name, tmp_path, monkeypatch):
+    """学生在自己的笔记本里顺序运行（没有评分内核的隔离）：测试格也不改写他的名字，没有一格出错。"""
+    path = ROOT / "notebooks" / f"{name}.ipynb"
     nb = nbformat.reads(json.dumps(_careful_student(path)), as_version=4)
     monkeypatch.chdir(tmp_path)
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    errors = [o.get("evalue", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert any("学生的名字被测试格改写了" in e for e in errors), errors
+    errors = [(c.get("id"), o.get("ename"), o.get("evalue", "")[:200]) for c in nb.cells
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
