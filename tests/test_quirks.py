@@ -384,3 +384,21 @@ def test_llamacpp_python_as_measured(client):
     messages = user(LIST_PY)
     agent_loop(messages, client=client, model=q)
     assert roles(messages) == ["user", "assistant"], "循环不写 tool_choice，模型只回了文字"
+
+
+def test_an_empty_tool_calls_from_vllm_is_not_written_so_the_next_question_goes_through(client, workspace):
+    """vLLM 的文字回答带着 "tool_calls": []：照原样存进历史，下一个问题的请求就被拒（“empty array”）；
+    agent_loop 不写空的 tool_calls，同一段对话接着问也成功。"""
+    q = model("vllm_empty_tool_calls")
+    raw = client.chat.completions.create(model=q, messages=user(GREETING), tools=TOOLS)
+    assert raw.choices[0].message.tool_calls == [] and raw.choices[0].finish_reason == "stop"
+    naive = [*user(GREETING), raw.choices[0].message.model_dump(exclude_none=True), *user(LIST_PY)]
+    with pytest.raises(openai.BadRequestError, match="empty array"):
+        client.chat.completions.create(model=q, messages=naive, tools=TOOLS)
+
+    messages = user(LIST_PY)
+    agent_loop(messages, client=client, model=q)
+    assert all(m.get("tool_calls") != [] for m in messages)
+    messages += user(GREETING)
+    assert agent_loop(messages, client=client, model=q)
+    assert roles(messages) == ["user", "assistant", "tool", "assistant", "user", "assistant"]

@@ -160,7 +160,9 @@ def agent_loop(messages, *, client, model, tools=TOOLS, handlers=HANDLERS,
         response = call(client, model=model, messages=[*prefix, *messages],
                         tools=tools, max_tokens=max_tokens)
         message = response.choices[0].message
-        turn, done = [message.model_dump(exclude_none=True)], {}
+        # 有的服务器在文字回答里也写 "tool_calls": []，带回去会被拒：不写它
+        empty = set() if message.tool_calls else {"tool_calls"}
+        turn, done = [message.model_dump(exclude_none=True, exclude=empty)], {}
         for tool_call in message.tool_calls or []:
             done[tool_call.id] = execute_tool_call(tool_call, handlers, tools)
             turn.append({"role": "tool", "tool_call_id": tool_call.id,

@@ -185,6 +185,16 @@ QUIRKS: dict[str, Quirk] = {q.name: q for q in [
           "https://docs.vllm.ai/en/stable/features/tool_calling.html",
           versions="vLLM 0.6 起（vllm#9986，2024-11）到 2026-04 仍有报告（AstrBot#7356）",
           refs=(_GH + "vllm-project/vllm/issues/9986", _GH + "AstrBotDevs/AstrBot/issues/7356")),
+    Quirk("vllm_empty_tool_calls", "vLLM（OpenAI 兼容服务）",
+          "文字回答（finish_reason 是 stop）也带着 \"tool_calls\": []：SDK 里 message.tool_calls 是空列表而不是 None，"
+          "照原样存进历史，下一次请求就带着空数组，OpenAI 回 400 “empty array”，Llama 3.1 等的对话模板也不收。",
+          _GH + "vllm-project/vllm/issues/44104",
+          versions="vLLM 0.20.2 和当时的 main（2026-05-31 报告）；v0.5.0 起的老版本也这样（autogen#3120，2024-07）",
+          status=PARTLY_FIXED, fixed_in="vLLM PR #44105（#44104 已关闭；从哪个发行版起带上，2026-12-06 未核实）",
+          why_keep="还在用的老版本 vLLM 和基于它的服务（如 vLLM-Ascend，#9790）照样这样发；"
+                   "不写空的 tool_calls，对规矩的服务也没有坏处。",
+          refs=(_GH + "vllm-project/vllm/issues/13978", _GH + "microsoft/autogen/issues/3120",
+                _GH + "vllm-project/vllm-ascend/issues/9790")),
     Quirk("deepseek_balance", "DeepSeek", "余额不足：HTTP 402 “Insufficient Balance”。",
           "https://api-docs.deepseek.com/quick_start/error_codes", versions="DeepSeek API（所有模型）"),
 ]}
@@ -339,6 +349,7 @@ _REWRITE = {
     "deepseek_thinking": lambda message, body: _reasoned(message, body, content=message.get("content") or ""),
     "moonshot_thinking": _reasoned,
     "moonshot_always_thinks": lambda message, body: {**message, "reasoning_content": _REASONING[bool(message.get("tool_calls"))]},
+    "vllm_empty_tool_calls": lambda message, body: message if message.get("tool_calls") else {**message, "tool_calls": []},
 }
 
 
