@@ -539,12 +539,13 @@ def test_call_model_raises_endpoint_error_for_provider_400s_and_keeps_our_own_40
 
 
 def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
-    """在真正的内核里：明写 explain_uncaught_errors() 之后，学习者自己写的 create() 出错、没有接住时，先显示中文说明，
+    """在真正的内核里：明写 model_switch(explain_errors=True)（它调 explain_uncaught_errors()）之后，学习者自己写的 create() 出错、没有接住时，先显示中文说明，
     调用栈还在，密钥被抹掉。只建切换器不改 IPython 的任何设置。"""
     key = "sk-uncaught-" + "7f3a9c21e8b04d6f5a1c"
     cells = [
-        "import openai\nfrom harness_lib import explain_uncaught_errors, model_switch\nmodel_switch();\n"
-        "print('切换器之后', get_ipython().custom_exceptions)\nexplain_uncaught_errors();",
+        "import openai\nfrom harness_lib import model_switch\nmodel_switch();\n"
+        "print('切换器之后', get_ipython().custom_exceptions)\nmodel_switch(explain_errors=True);\n"
+        "print('explain_errors=True 之后', [e.__name__ for e in get_ipython().custom_exceptions])",
         f"openai.OpenAI(base_url={closed_port_url()!r}, api_key='x', max_retries=0)"
         ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
         f"openai.OpenAI(base_url={fault_server.url('auth')!r}, api_key={key!r}, max_retries=0)"
@@ -557,6 +558,7 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    shutdown_kernel="immediate").execute(env={**learner_environment(), "OPENAI_API_KEY": key})
     assert nb.cells[0].outputs[0]["text"].startswith("切换器之后 ()"), "model_switch() 不装异常钩子"
+    assert "explain_errors=True 之后 ['APIError']" in nb.cells[0].outputs[0]["text"], "写明了才装"
     refused, auth, caught = (cell.outputs for cell in nb.cells[1:])
     text = "\n".join(refused[0]["traceback"])
     assert refused[0]["ename"] == "APIConnectionError", "异常本身不变"

@@ -333,8 +333,8 @@ def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
 
 def explain_uncaught_errors(shell=None) -> bool:
     """打开“没接住的 openai SDK 异常先给一句中文说明”：说明在前、调用栈在后，都打码。
-    自己调用 `create()`、可能有端点异常没接住的笔记本，在切换器那一格明写这一行；调模型都经过 `Chat` 或 `run_loop`
-    的笔记本（它们自己接住端点异常）不写。不在 IPython 里时什么也不做，返回 False。"""
+    自己调用 `create()`、可能有端点异常没接住的笔记本，在切换器那一格明写（00 写这一行，07–11 写
+    `model_switch(explain_errors=True)`）；调模型都经过 `Chat` 或 `run_loop` 的笔记本（它们自己接住端点异常）不写。不在 IPython 里时什么也不做，返回 False。"""
     shell = shell if shell is not None else get_ipython()
     if shell is None or not hasattr(shell, "set_custom_exc"):
         return False
@@ -342,7 +342,9 @@ def explain_uncaught_errors(shell=None) -> bool:
     return True
 
 
-def model_switch(environ=None) -> ModelSwitch:
-    """建一个模型切换器（`environ` 默认 `os.environ`）。它不改 IPython 的任何设置：没接住的端点错误要带中文说明，
-    另写一行 `explain_uncaught_errors()`。"""
+def model_switch(environ=None, *, explain_errors: bool = False) -> ModelSwitch:
+    """建一个模型切换器（`environ` 默认 `os.environ`）。默认不改 IPython 的任何设置；`explain_errors=True` 时顺带
+    调一次 `explain_uncaught_errors()`：自己调用 `create()` 的笔记本，切换器那一行就够了。"""
+    if explain_errors:
+        explain_uncaught_errors()
     return ModelSwitch(environ=environ)
