@@ -482,7 +482,8 @@ def test_the_series_gets_real_tool_calls_from_a_model_that_calls_tools_only_on_r
                 problems.append(f"{path.name} 说了没成功的改动：{told[:2]}")
             # Chat、run_loop 改用【脚本示范】时的话，和 03 直接调用 create 的那两格的话
             fallback = [line for line in lines if any(
-                said in line for said in ("没给出要的回复", "端点没有给出回复", "没拿到工具调用", "循环中途停了"))]
+                said in line for said in ("没给出要的回复", "端点没有给出回复", "没拿到工具调用", "循环中途停了",
+                                      "没调用工具，一圈就停了"))]
             if fallback:
                 problems.append(f"{path.name} 改用了【脚本示范】：{fallback[:2]}")
             chat_posts = [s for s in mine if s[1] == "POST"]
