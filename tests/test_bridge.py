@@ -94,6 +94,12 @@ def test_streamed_events_become_chunks_that_add_up_to_the_same_reply():
     whole = ChatCompletion.model_validate(chat_completion(_response(output)))
     final = state.get_final_completion()
     assert final.choices[0].message.content == whole.choices[0].message.content == "先看看目录里的文件。"
+    from harness_lib.models.streaming import accumulate
+
+    rebuilt = accumulate(ChatCompletionChunk.model_validate(c) for c in chunks)["message"]
+    assert rebuilt[REASONING_FIELD] == [REASONING], "流式拼好的助手消息也带着思考条目，下一次原样带回"
+    again = responses_request({"model": "m", "messages": [rebuilt]})["input"]
+    assert [i.get("type") or i["role"] for i in again] == ["reasoning", "assistant", "function_call"]
     assert [(c.id, c.function.name, c.function.arguments) for c in final.choices[0].message.tool_calls] == \
         [(c.id, c.function.name, c.function.arguments) for c in whole.choices[0].message.tool_calls]
     assert final.choices[0].finish_reason == "tool_calls" and final.usage.total_tokens == 42

@@ -1153,3 +1153,23 @@ def test_a_bridged_stream_hands_over_each_chunk_as_its_event_arrives(ending):
                         for c in first + rest if c.choices and c.choices[0].delta.tool_calls)
     assert json.loads(arguments) == {"command": "ls -la *.py"}
     assert rest[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_streamed_bridged_turn_carries_its_reasoning_items_to_the_next_request():
+    """流式地改走 Responses：拼好的助手消息带着思考条目（加密内容原样），下一次请求放回它所在的位置，服务器收下。"""
+    from harness_lib.models.bridge import REASONING_FIELD
+    from harness_lib.models.streaming import stream_turn
+
+    with start_server() as local:
+        client = PresetClient(api_key="k", base_url=local.base_url, responses_prefixes=("fake-",), max_retries=0)
+        ask = [{"role": "user", "content": "列出当前目录中的 Python 文件"}]
+        first = stream_turn(client, "fake-agent-1", ask, TOOLS, reasoning_effort="low", max_tokens=256)
+        message = first.choices[0].message.model_dump(exclude_none=True)
+        [item] = message[REASONING_FIELD]
+        assert item["type"] == "reasoning" and item["encrypted_content"]
+        later = [*ask, message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "app.py"}]
+        final = stream_turn(client, "fake-agent-1", later, TOOLS, reasoning_effort="low", max_tokens=256)
+        sent = local.handler.last_body["input"]
+        assert final.choices[0].finish_reason == "stop"
+    assert [i.get("type") or i["role"] for i in sent] == ["user", "reasoning", "function_call", "function_call_output"]
+    assert sent[1]["encrypted_content"] == item["encrypted_content"]

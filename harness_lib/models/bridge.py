@@ -117,9 +117,9 @@ class StreamFailed(Exception):
 def chat_chunks(events: Iterable[dict], *, usage: bool = False) -> Iterator[dict]:
     """Responses 的流式事件 → Chat Completions 的流式块，边收边交：文字片段变成 `content` 的片段；一个
     `function_call` 条目先来一块带 id、类型和函数名，参数片段接着来；`response.completed`（或 `incomplete`）给出
-    带 `finish_reason` 的最后一块，`usage=True` 时再加一块用量。流里断了、没有结束事件，就没有最后一块
-    （循环按“没有 finish_reason 的断流”处理）。思考条目不放进流式块：流式的助手消息不带它们回去，
-    `store=False` 时服务器照样接着答，只是少了上一轮的思考。"""
+    带 `finish_reason` 的最后一块，`usage=True` 时再加一块用量。思考条目在结束事件里才齐全（带着
+    `encrypted_content`），放在最后一块之前单独的一块里，字段名是 `REASONING_FIELD`：拼好的助手消息带着它，
+    下一次请求原样放回，和非流式时一样。流里断了、没有结束事件，就没有这两块（循环按“没有 finish_reason 的断流”处理）。"""
     head: dict = {}
     tool_index: dict[int, int] = {}  # 输出条目的位置 → tool_calls 里的序号
 
@@ -145,6 +145,9 @@ def chat_chunks(events: Iterable[dict], *, usage: bool = False) -> Iterator[dict
                                          "function": {"arguments": event.get("delta") or ""}}]})
         elif kind in ("response.completed", "response.incomplete"):
             final = chat_completion(event.get("response") or {})
+            reasoning = final["choices"][0]["message"].get(REASONING_FIELD)
+            if reasoning:
+                yield chunk({REASONING_FIELD: reasoning})
             yield chunk({}, final["choices"][0]["finish_reason"])
             if usage and final.get("usage"):
                 yield {**head, "choices": [], "usage": final["usage"]}
