@@ -542,6 +542,7 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
     """在真正的内核里：明写 model_switch(explain_errors=True)（它调 explain_uncaught_errors()）之后，学习者自己写的 create() 出错、没有接住时，先显示中文说明，
     调用栈还在，密钥被抹掉。只建切换器不改 IPython 的任何设置。"""
     key = "sk-uncaught-" + "7f3a9c21e8b04d6f5a1c"
+    own = "demo-key-" + "7Hq2Lm9Xc4Rt5Wp8"  # 学习者自己建的客户端的密钥：不在环境变量里
     cells = [
         "import openai\nfrom harness_lib import model_switch\nmodel_switch();\n"
         "print('切换器之后', get_ipython().custom_exceptions)\nmodel_switch(explain_errors=True);\n"
@@ -549,6 +550,8 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
         f"openai.OpenAI(base_url={closed_port_url()!r}, api_key='x', max_retries=0)"
         ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
         f"openai.OpenAI(base_url={fault_server.url('auth')!r}, api_key={key!r}, max_retries=0)"
+        ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
+        f"openai.OpenAI(base_url={fault_server.url('auth')!r}, api_key={own!r}, max_retries=0)"
         ".chat.completions.create(model='m', messages=[{'role': 'user', 'content': 'hi'}])",
         "try:\n    openai.OpenAI(base_url=" + repr(closed_port_url()) + ", api_key='x', max_retries=0)"
         ".chat.completions.create(model='m', messages=[])\nexcept openai.APIConnectionError as exc:\n"
@@ -559,7 +562,7 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
                    shutdown_kernel="immediate").execute(env={**learner_environment(), "OPENAI_API_KEY": key})
     assert nb.cells[0].outputs[0]["text"].startswith("切换器之后 ()"), "model_switch() 不装异常钩子"
     assert "explain_errors=True 之后 ['APIError']" in nb.cells[0].outputs[0]["text"], "写明了才装"
-    refused, auth, caught = (cell.outputs for cell in nb.cells[1:])
+    refused, auth, own_auth, caught = (cell.outputs for cell in nb.cells[1:])
     text = "\n".join(refused[0]["traceback"])
     assert refused[0]["ename"] == "APIConnectionError", "异常本身不变"
     assert "无法连接" in text and "端点出错了" in text, "先给中文说明"
@@ -567,6 +570,8 @@ def test_uncaught_sdk_errors_get_a_chinese_explanation_in_jupyter(fault_server):
     auth_text = "\n".join(auth[0]["traceback"])
     assert auth[0]["ename"] == "AuthenticationError" and "密钥不对" in auth_text
     assert not key_leaks(json.dumps(auth, ensure_ascii=False), key, 8), "说明、调用栈和异常文字里都不能有密钥的片段"
+    assert own_auth[0]["ename"] == "AuthenticationError" and "密钥不对" in "\n".join(own_auth[0]["traceback"])
+    assert not key_leaks(json.dumps(own_auth, ensure_ascii=False), own, 6), "这次请求带的密钥也抹掉（服务器回显了它的头尾）"
     assert caught[0]["text"].startswith("接住了 APIConnectionError"), "try/except 照样接得住"
 
 

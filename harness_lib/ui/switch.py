@@ -6,6 +6,7 @@
 
 import html
 import os
+import re
 import time
 
 import ipywidgets as widgets
@@ -319,15 +320,29 @@ class ModelSwitch:
         return {**bundle, "text/plain": repr(self)}
 
 
+# 格子里直接写的密钥（调用栈会引用那行源码），和服务器在报错里回显的密钥（头几位、一串星号、末几位）
+_LITERAL_KEY = re.compile(r"""api_key\s*=\s*(['"])([^'"\s]{8,})\1""")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ECHOED_KEY = re.compile(r"[^\s*'\"]{2,}\*{4,}[^\s*'\".,;]{2,}")
+
+
+def _masked(lines: list[str]) -> list[str]:
+    """打码：环境变量里的秘密、格子里直接写的 `api_key="..."`（学习者自己建的客户端，密钥不在环境变量里），
+    以及服务器回显的那种“sk-abc************xyz”。"""
+    plain = [_ANSI.sub("", line) for line in lines]  # 调用栈带颜色：控制码会把 api_key= 和引号隔开
+    keys = [m.group(2) for line in plain for m in _LITERAL_KEY.finditer(line)]
+    return [_ECHOED_KEY.sub("***", redact(line, keys)) for line in lines]
+
+
 def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
-    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后，每一行都打码（格子里若直接写了密钥，
+    """IPython 的自定义异常显示：中文说明在前，原来的调用栈在后，每一行都打码（`_masked`：格子里若直接写了密钥，
     调用栈引用的那行源码也不会露出它）。异常本身不变，try/except 照样接得住。"""
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
     head = "端点出错了。先看中文说明；完整的调用栈在下面。"
-    lines = [redact(line) for line in [head, "  " + explain_error(value), "", *stb]]
+    *lines, evalue = _masked([head, "  " + explain_error(value), "", *stb, str(value)])
     # IPython 没有“显示一份现成的调用栈”的公开调用：_showtraceback 是它写明给子类覆盖的那一步（ipykernel 在这里发出
     # 错误消息），showtraceback 会重新生成调用栈、不打码；自定义处理函数的返回值 IPython 不用
-    shell._showtraceback(etype, redact(str(value)), lines)
+    shell._showtraceback(etype, evalue, lines)
     return lines
 
 
