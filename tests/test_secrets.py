@@ -440,3 +440,12 @@ def test_tool_commands_cannot_read_the_key(tmp_path, monkeypatch):
     tool_output = next(m["content"] for m in messages if m.get("role") == "tool")
     assert "PATH" in tool_output.upper()  # 命令确实跑了
     assert_clean(json.dumps(messages, ensure_ascii=False), "工具结果所在的对话记录")
+
+
+def test_redact_masks_a_key_the_server_echoes_without_knowing_the_key():
+    """服务器回显的“头几位、一串星号、末几位”：不在环境变量里、也没传进来的钥匙，照样抹掉；Markdown 的粗体不动。"""
+    from harness_lib.safety.secrets import redact
+
+    text = redact("Incorrect API key provided: demo-key************Rt5Wp8. You can find it.", environ={})
+    assert "demo-key" not in text and "Rt5Wp8" not in text and text.endswith("provided: ***. You can find it.")
+    assert redact("这是 **粗体** 和 ***强调***", environ={}) == "这是 **粗体** 和 ***强调***"

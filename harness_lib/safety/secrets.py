@@ -27,6 +27,8 @@ _HIDDEN_PREFIXES = (*SETTING_PREFIXES, "AWS_", "AZURE_", "ARM_CLIENT", "GOOGLE_A
                     "NPM_CONFIG__AUTH", "PYPI_", "TWINE_", "DOCKER_AUTH", "KUBECONFIG", "VAULT_")
 _URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}|(?i:bearer)\s+[A-Za-z0-9_\-.]{8,}")
+# 服务器在报错里回显的密钥：头几位、一串星号、末几位（“demo-key************Rt5Wp8”），不知道是哪把钥匙也认得出
+_ECHOED = re.compile(r"[^\s*'\"]{2,}\*{4,}[^\s*'\".,;]{2,}")
 
 
 def hidden_from_commands(name: str, value: str = "") -> bool:
@@ -71,7 +73,7 @@ def redact(text, key=None, *, environ: Mapping[str, str] | None = None, mask: st
     """从 `text` 里抹掉密钥，换成 `mask`。
 
     抹掉 `key`（一把或几把，至少 8 个字符）的任何 6 字符片段，环境里秘密值的任何 8 字符片段
-    （服务商常在报错里回显密钥的一部分），以及形如 `sk-…`、`Bearer …` 的长串。
+    （服务商常在报错里回显密钥的一部分），形如 `sk-…`、`Bearer …` 的长串，以及服务器回显的“头几位****末几位”。
     """
     text = "" if text is None else str(text)
     if not text:
@@ -89,7 +91,7 @@ def redact(text, key=None, *, environ: Mapping[str, str] | None = None, mask: st
         pieces += [text[end:run.start()], mask]
         end = run.end()
     text = "".join(pieces) + text[end:]
-    return _KEYLIKE.sub(mask, text)
+    return _ECHOED.sub(mask, _KEYLIKE.sub(mask, text))
 
 
 def learner_environment(environ=None) -> dict:

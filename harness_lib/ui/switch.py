@@ -320,18 +320,17 @@ class ModelSwitch:
         return {**bundle, "text/plain": repr(self)}
 
 
-# 格子里直接写的密钥（调用栈会引用那行源码），和服务器在报错里回显的密钥（头几位、一串星号、末几位）
+# 格子里直接写的密钥：调用栈会引用那行源码
 _LITERAL_KEY = re.compile(r"""api_key\s*=\s*(['"])([^'"\s]{8,})\1""")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ECHOED_KEY = re.compile(r"[^\s*'\"]{2,}\*{4,}[^\s*'\".,;]{2,}")
 
 
 def _masked(lines: list[str]) -> list[str]:
-    """打码：环境变量里的秘密、格子里直接写的 `api_key="..."`（学习者自己建的客户端，密钥不在环境变量里），
-    以及服务器回显的那种“sk-abc************xyz”。"""
+    """打码（`redact`：环境变量里的秘密、服务器回显的密钥……），再加上格子里直接写的 `api_key="..."`：
+    学习者自己建的客户端，密钥不在环境变量里。"""
     plain = [_ANSI.sub("", line) for line in lines]  # 调用栈带颜色：控制码会把 api_key= 和引号隔开
     keys = [m.group(2) for line in plain for m in _LITERAL_KEY.finditer(line)]
-    return [_ECHOED_KEY.sub("***", redact(line, keys)) for line in lines]
+    return [redact(line, keys) for line in lines]
 
 
 def _show_with_explanation(shell, etype, value, tb, tb_offset=None):
