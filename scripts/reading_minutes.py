@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import executed, notebook_paths  # noqa: E402
-from test_reading import BUDGETS, MAX_MINUTES, main_line, minutes, output_minutes  # noqa: E402
+from test_reading import (BUDGETS, MAX_MINUTES, budget_section, executed_main_line, minutes,  # noqa: E402
+                          output_minutes)
 
 
 DOCS = ROOT / "docs" / "teaching.md"
@@ -29,8 +30,7 @@ def measured(wanted: list[str]) -> dict[str, tuple[float, float]]:
     for path in notebook_paths():
         if wanted and path.name[:2] not in wanted:
             continue
-        ids = {c["id"] for c in main_line(path.stem)}
-        cells = [c for c in executed(path).nb.cells if c.get("id") in ids]
+        cells = executed_main_line(executed(path).nb, path.stem)
         found[path.stem] = (minutes(cells), minutes(cells) + output_minutes(cells))
     return found
 
@@ -41,8 +41,7 @@ def write_docs(found: dict[str, tuple[float, float]]) -> None:
         name = match.group(1)
         return match.group(0) if name not in found else f"{match.group(2)}| {found[name][1]:.1f} 分钟 |"
     text = DOCS.read_text(encoding="utf-8")
-    start = text.index("### 主线的阅读预算")  # 只改这一节的表，不碰前面的课时表
-    end = text.index("\n## ", start)
+    start, end = budget_section(text)  # 只改这一节的表，不碰前面的课时表
     table = re.sub(r"^(?=\| `(\w+)`)((?:\|[^|\n]*){3})\| [\d.]+ 分钟 \|$", row, text[start:end], flags=re.M)
     DOCS.write_text(text[:start] + table + text[end:], encoding="utf-8")
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import executed, notebook_paths
-from test_reading import BUDGETS, main_line, minutes, output_minutes
+from test_reading import BUDGETS, budget_section, executed_main_line, minutes, output_minutes
 
 PATHS = notebook_paths()
 
@@ -55,9 +55,7 @@ def test_tables_are_only_rewritten_by_their_own_cell(path):
 @pytest.mark.parametrize("name", sorted(BUDGETS))
 def test_main_line_reads_within_its_budget(name):
     """细心的读者读完主线（说明、代码、执行出来的输出）的估计用时，不超过这本的预算（见 test_reading.py）。"""
-    nb = executed(next(p for p in PATHS if p.stem == name)).nb
-    ids = {c["id"] for c in main_line(name)}
-    cells = [c for c in nb.cells if c.get("id") in ids]
+    cells = executed_main_line(executed(next(p for p in PATHS if p.stem == name)).nb, name)
     total = minutes(cells) + output_minutes(cells)
     assert total <= BUDGETS[name], f"{name} 的主线估计要 {total:.1f} 分钟，预算 {BUDGETS[name]} 分钟"
 
@@ -68,14 +66,12 @@ def test_the_teaching_guide_gives_the_minutes_the_notebooks_take():
     import re
 
     text = (PATHS[0].parents[1] / "docs" / "teaching.md").read_text(encoding="utf-8")
-    start = text.index("### 主线的阅读预算")
-    section = text[start:text.index("\n## ", start)]
+    start, end = budget_section(text)
+    section = text[start:end]
     stated = {m.group(1): float(m.group(2)) for m in re.finditer(r"^\| `(\w+)`.*\| ([\d.]+) 分钟 \|$", section, re.M)}
     assert set(BUDGETS) <= set(stated)
     for name in BUDGETS:
-        nb = executed(next(p for p in PATHS if p.stem == name)).nb
-        ids = {c["id"] for c in main_line(name)}
-        cells = [c for c in nb.cells if c.get("id") in ids]
+        cells = executed_main_line(executed(next(p for p in PATHS if p.stem == name)).nb, name)
         total = minutes(cells) + output_minutes(cells)
         assert abs(stated[name] - total) < 0.2, (
             f"docs/teaching.md 说 {name} 要 {stated[name]} 分钟，算出来是 {total:.1f}：运行 scripts/reading_minutes.py --docs")

@@ -64,6 +64,18 @@ def main_line(name):
     return cells
 
 
+def executed_main_line(nb, name):
+    """执行过的笔记本 `nb` 里，主线的那些格子（带着输出）。"""
+    ids = {c["id"] for c in main_line(name)}
+    return [c for c in nb.cells if c.get("id") in ids]
+
+
+def budget_section(text):
+    """docs/teaching.md 里“主线的阅读预算”那一节的 (开头, 结尾)：表里“现在”一列写的就是这里算出的分钟数。"""
+    start = text.index("### 主线的阅读预算")
+    return start, text.index("\n## ", start)
+
+
 def code_lines(cells):
     return [line.strip() for c in cells if c["cell_type"] == "code" for line in _source(c).splitlines() if line.strip()]
 
