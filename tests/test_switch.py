@@ -1085,31 +1085,19 @@ def test_what_works_is_looked_up_once_not_at_every_step(capsys):
 
 
 def _gated_responses_server(events, gate, sent_all):
-    """只会流式回 /v1/responses 的 HTTP 服务：先发到第一个参数片段为止，等 `gate`，再发剩下的。"""
-    import http.server
-    import threading
+    """只会流式回 /v1/responses 的本机服务（本项目的 `serve`，每个事件立刻发出）：先发到第一个参数片段为止，
+    等 `gate`，再发剩下的。"""
+    from harness_lib.models.wire import sse_response
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["content-length"]))
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("connection", "close")
-            self.end_headers()
-            cut = next(i for i, e in enumerate(events) if e["type"] == "response.function_call_arguments.delta") + 1
-            for n, event in enumerate(events):
-                if n == cut:
-                    gate.wait(5)
-                self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
-            sent_all.set()
+    cut = next(i for i, e in enumerate(events) if e["type"] == "response.function_call_arguments.delta") + 1
 
-        def log_message(self, *args):
-            pass
+    def held_back():
+        yield from events[:cut]
+        gate.wait(5)
+        yield from events[cut:]
+        sent_all.set()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return serve(lambda request: sse_response(held_back(), done=False, named=True))
 
 
 @pytest.mark.parametrize("ending", ["completed", "error"])
@@ -1132,7 +1120,7 @@ def test_a_bridged_stream_hands_over_each_chunk_as_its_event_arrives(ending):
     gate, sent_all = threading.Event(), threading.Event()
     server = _gated_responses_server(events, gate, sent_all)
     try:
-        client = PresetClient(api_key="k", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        client = PresetClient(api_key="k", base_url=server.base_url,
                               responses_prefixes=("gated-",), max_retries=0)
         stream = client.chat.completions.create(model="gated-1", messages=[{"role": "user", "content": "列出文件"}],
                                                 tools=TOOLS, max_tokens=64, stream=True)
@@ -1148,7 +1136,7 @@ def test_a_bridged_stream_hands_over_each_chunk_as_its_event_arrives(ending):
         rest = list(chunks)
     finally:
         gate.set()
-        server.shutdown()
+        server.close()
     arguments = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
                         for c in first + rest if c.choices and c.choices[0].delta.tool_calls)
     assert json.loads(arguments) == {"command": "ls -la *.py"}
